@@ -1,0 +1,477 @@
+//! `StoreConfig`: everything a backend needs to reach a store, resolved from the standard
+//! AWS environment so that a program configured for the AWS CLI or SDKs works unchanged.
+//!
+//! | setting | variables, first found wins | default |
+//! |---|---|---|
+//! | endpoint | `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL` | AWS: `https://s3.{region}.amazonaws.com` |
+//! | region | `AWS_REGION`, `AWS_DEFAULT_REGION`, `region` of the `AWS_PROFILE` profile | `us-east-1` |
+//! | credentials | `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`), the profile in `AWS_SHARED_CREDENTIALS_FILE`/`AWS_CONFIG_FILE` (default `~/.aws/credentials`, `~/.aws/config`), then aws-config's default chain (web identity, ECS, IMDS) | |
+//! | CA bundle | `AWS_CA_BUNDLE` | system roots |
+//! | addressing | `SLUICE_PATH_STYLE=1\|0` | path-style for custom endpoints, virtual-hosted for AWS |
+//! | connect timeout | `SLUICE_CONNECT_TIMEOUT` (seconds) | 5 |
+//! | first-byte timeout | `SLUICE_FIRST_BYTE_TIMEOUT` (seconds) | 30 |
+//! | body stall timeout | `SLUICE_STALL_TIMEOUT` (seconds without a byte) | 20 |
+//! | attempts | `SLUICE_MAX_ATTEMPTS`, `AWS_MAX_ATTEMPTS` | 10 |
+//! | multipart threshold / part size | `SLUICE_MULTIPART_THRESHOLD`, `SLUICE_MULTIPART_PART_SIZE` (bytes, or `16MiB`) | 16 MiB / 16 MiB |
+//! | HTTP/2 | `SLUICE_HTTP2=1` | HTTP/1.1 |
+//! | connections | `SLUICE_MAX_CONNECTIONS` | 64 |
+
+use crate::credentials::CredentialsCache;
+use crate::error::{Error, Result};
+use crate::retry::RetryPolicy;
+use aws_config::meta::credentials::CredentialsProviderChain;
+use aws_config::meta::region::ProvideRegion;
+use aws_config::profile::{ProfileFileCredentialsProvider, ProfileFileRegionProvider};
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
+use std::path::PathBuf;
+use std::time::Duration;
+use url::Url;
+
+/// Every network wait has a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect plus TLS handshake. The SDKs use 3.1 s; a loaded storage front end can be
+    /// slower to accept, and a connect is retried anyway.
+    pub connect: Duration,
+    /// Request sent → response head. S3 can take seconds under load before the first byte.
+    pub first_byte: Duration,
+    /// No body byte for this long → the connection is presumed dead (retryable, resumed).
+    pub stall: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(30),
+            stall: Duration::from_secs(20),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `None`: AWS's regional endpoint.
+    pub endpoint: Option<Url>,
+    pub region: String,
+    pub credentials: CredentialsCache,
+    /// PEM file of extra trust roots (AWS_CA_BUNDLE).
+    pub ca_bundle: Option<PathBuf>,
+    /// `https://endpoint/bucket/key` rather than `https://bucket.endpoint/key`.
+    pub path_style: bool,
+    pub timeouts: Timeouts,
+    pub retry: RetryPolicy,
+    /// PUTs at or above this size are multipart uploads.
+    pub multipart_threshold: u64,
+    pub multipart_part_size: u64,
+    /// Use HTTP/2 (when the server offers it by ALPN); HTTP/1.1 otherwise.
+    pub http2: bool,
+    /// Upper bound on open connections (and so on requests in flight) per client.
+    pub max_connections: usize,
+}
+
+pub const DEFAULT_REGION: &str = "us-east-1";
+/// S3's smallest allowed part (except the last) is 5 MiB; 16 MiB keeps a 140 MiB object to
+/// nine parts while each part still streams at full speed.
+pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 16 * 1024 * 1024;
+pub const DEFAULT_MULTIPART_PART_SIZE: u64 = 16 * 1024 * 1024;
+const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+
+impl StoreConfig {
+    /// A configuration for `endpoint` (or AWS when `None`) with defaults everywhere else.
+    pub fn new(
+        endpoint: Option<Url>,
+        region: impl Into<String>,
+        credentials: CredentialsCache,
+    ) -> Self {
+        Self {
+            path_style: endpoint.is_some(),
+            endpoint,
+            region: region.into(),
+            credentials,
+            ca_bundle: None,
+            timeouts: Timeouts::default(),
+            retry: RetryPolicy::default(),
+            multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
+            multipart_part_size: DEFAULT_MULTIPART_PART_SIZE,
+            http2: false,
+            max_connections: 64,
+        }
+    }
+
+    /// Resolves the configuration from the process environment and the shared AWS files.
+    pub async fn from_env() -> Result<Self> {
+        Self::from_env_source(&|k| std::env::var(k).ok()).await
+    }
+
+    /// As `from_env`, with variables looked up through `env` (tests pass a map).
+    pub async fn from_env_source(env: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Self> {
+        let get = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+
+        let endpoint = match get("AWS_ENDPOINT_URL_S3")
+            .map(|v| ("AWS_ENDPOINT_URL_S3", v))
+            .or_else(|| get("AWS_ENDPOINT_URL").map(|v| ("AWS_ENDPOINT_URL", v)))
+        {
+            Some((var, v)) => Some(parse_endpoint(var, &v)?),
+            None => None,
+        };
+
+        let profile = get("AWS_PROFILE").unwrap_or_else(|| "default".into());
+        let files = profile_files(&get);
+        let region = match get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")) {
+            Some(r) => r,
+            None => ProfileFileRegionProvider::builder()
+                .profile_files(files.clone())
+                .profile_name(&profile)
+                .build()
+                .region()
+                .await
+                .map(|r| r.to_string())
+                .unwrap_or_else(|| DEFAULT_REGION.into()),
+        };
+
+        let credentials = match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
+            (Some(ak), Some(sk)) => {
+                CredentialsCache::from_static(&ak, &sk, get("AWS_SESSION_TOKEN"))
+            }
+            (Some(_), None) => {
+                return Err(Error::config(
+                    "AWS_SECRET_ACCESS_KEY",
+                    "is not set but AWS_ACCESS_KEY_ID is",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::config(
+                    "AWS_ACCESS_KEY_ID",
+                    "is not set but AWS_SECRET_ACCESS_KEY is",
+                ));
+            }
+            (None, None) => {
+                let from_profile = ProfileFileCredentialsProvider::builder()
+                    .profile_files(files)
+                    .profile_name(&profile)
+                    .build();
+                let rest =
+                    aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
+                        .profile_name(&profile)
+                        .build()
+                        .await;
+                CredentialsCache::from_provider(SharedCredentialsProvider::new(
+                    CredentialsProviderChain::first_try("Profile", from_profile)
+                        .or_else("DefaultChain", rest),
+                ))
+            }
+        };
+
+        let mut cfg = Self::new(endpoint, region, credentials);
+        cfg.ca_bundle = get("AWS_CA_BUNDLE").map(PathBuf::from);
+        if let Some(b) = parse_opt(&get, "SLUICE_PATH_STYLE", parse_bool)? {
+            cfg.path_style = b;
+        }
+        if let Some(d) = parse_opt(&get, "SLUICE_CONNECT_TIMEOUT", parse_seconds)? {
+            cfg.timeouts.connect = d;
+        }
+        if let Some(d) = parse_opt(&get, "SLUICE_FIRST_BYTE_TIMEOUT", parse_seconds)? {
+            cfg.timeouts.first_byte = d;
+        }
+        if let Some(d) = parse_opt(&get, "SLUICE_STALL_TIMEOUT", parse_seconds)? {
+            cfg.timeouts.stall = d;
+        }
+        let attempts = match parse_opt(&get, "SLUICE_MAX_ATTEMPTS", parse_attempts)? {
+            Some(n) => Some(n),
+            None => parse_opt(&get, "AWS_MAX_ATTEMPTS", parse_attempts)?,
+        };
+        if let Some(n) = attempts {
+            cfg.retry.max_attempts = n;
+        }
+        if let Some(n) = parse_opt(&get, "SLUICE_MULTIPART_THRESHOLD", parse_size)? {
+            cfg.multipart_threshold = n;
+        }
+        if let Some(n) = parse_opt(&get, "SLUICE_MULTIPART_PART_SIZE", parse_size)? {
+            if n < MIN_PART_SIZE {
+                return Err(Error::config(
+                    "SLUICE_MULTIPART_PART_SIZE",
+                    format!("{n} is below S3's 5 MiB minimum part size"),
+                ));
+            }
+            cfg.multipart_part_size = n;
+        }
+        if let Some(b) = parse_opt(&get, "SLUICE_HTTP2", parse_bool)? {
+            cfg.http2 = b;
+        }
+        if let Some(n) = parse_opt(&get, "SLUICE_MAX_CONNECTIONS", |s| {
+            parse_count(s)
+                .filter(|n| *n > 0)
+                .ok_or("a positive integer")
+        })? {
+            cfg.max_connections = n;
+        }
+        Ok(cfg)
+    }
+
+    /// The endpoint requests go to: the configured one, or AWS's for the region.
+    pub fn endpoint_url(&self) -> Url {
+        self.endpoint.clone().unwrap_or_else(|| {
+            Url::parse(&format!("https://s3.{}.amazonaws.com", self.region))
+                .expect("region forms a valid host")
+        })
+    }
+}
+
+fn profile_files(get: &dyn Fn(&str) -> Option<String>) -> EnvConfigFiles {
+    let home = get("HOME").map(PathBuf::from);
+    let file = |var: &str, name: &str| {
+        get(var)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+    };
+    let mut b = EnvConfigFiles::builder()
+        .include_default_config_file(false)
+        .include_default_credentials_file(false);
+    if let Some(p) = file("AWS_CONFIG_FILE", "config") {
+        b = b.with_file(EnvConfigFileKind::Config, p);
+    }
+    if let Some(p) = file("AWS_SHARED_CREDENTIALS_FILE", "credentials") {
+        b = b.with_file(EnvConfigFileKind::Credentials, p);
+    }
+    b.build()
+}
+
+fn parse_endpoint(var: &str, v: &str) -> Result<Url> {
+    let url =
+        Url::parse(v.trim()).map_err(|e| Error::config(var, format!("{v:?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(Error::config(
+            var,
+            format!("{v:?} must be an http:// or https:// URL with a host"),
+        ));
+    }
+    Ok(url)
+}
+
+fn parse_opt<T>(
+    get: &dyn Fn(&str) -> Option<String>,
+    var: &str,
+    parse: impl Fn(&str) -> std::result::Result<T, &'static str>,
+) -> Result<Option<T>> {
+    get(var)
+        .map(|v| {
+            parse(v.trim())
+                .map_err(|want| Error::config(var, format!("expected {want}, got {v:?}")))
+        })
+        .transpose()
+}
+
+fn parse_bool(s: &str) -> std::result::Result<bool, &'static str> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("1/0, true/false, yes/no or on/off"),
+    }
+}
+
+fn parse_count(s: &str) -> Option<usize> {
+    s.parse().ok()
+}
+
+fn parse_attempts(s: &str) -> std::result::Result<u32, &'static str> {
+    s.parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or("an attempt count of at least 1")
+}
+
+/// Seconds, as `10`, `2.5`, or with a unit: `500ms`, `3s`.
+pub fn parse_seconds(s: &str) -> std::result::Result<Duration, &'static str> {
+    const WANT: &str = "a duration in seconds such as 10, 2.5, 500ms or 3s";
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| WANT)?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(WANT);
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// Bytes, as `1048576`, or with a binary or decimal unit: `16MiB`, `1GiB`, `8M`, `500KB`.
+pub fn parse_size(s: &str) -> std::result::Result<u64, &'static str> {
+    const WANT: &str = "a size in bytes such as 1048576, 16MiB or 1GiB";
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "kb" => 1e3,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "mb" => 1e6,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "gb" => 1e9,
+        _ => return Err(WANT),
+    };
+    let v: f64 = num.parse().map_err(|_| WANT)?;
+    Ok((v * mult).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    async fn resolve(vars: &[(&str, &str)]) -> Result<StoreConfig> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // HOME points nowhere so the developer's own ~/.aws never leaks into a test.
+        let lookup = move |k: &str| {
+            map.get(k)
+                .cloned()
+                .or_else(|| (k == "HOME").then(|| "/nonexistent-home".into()))
+        };
+        StoreConfig::from_env_source(&lookup).await
+    }
+
+    #[tokio::test]
+    async fn service_specific_endpoint_wins_and_path_style_follows() {
+        let c = resolve(&[
+            ("AWS_ENDPOINT_URL", "http://general:9000"),
+            ("AWS_ENDPOINT_URL_S3", "http://s3only:9000"),
+            ("AWS_ACCESS_KEY_ID", "ak"),
+            ("AWS_SECRET_ACCESS_KEY", "sk"),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(c.endpoint.as_ref().unwrap().host_str(), Some("s3only"));
+        assert!(c.path_style);
+        assert_eq!(c.region, "us-east-1");
+        let aws = resolve(&[
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "b"),
+        ])
+        .await
+        .unwrap();
+        assert!(!aws.path_style);
+        assert_eq!(
+            aws.endpoint_url().as_str(),
+            "https://s3.eu-west-1.amazonaws.com/"
+        );
+    }
+
+    #[tokio::test]
+    async fn region_falls_back_through_default_region_and_profile() {
+        let c = resolve(&[
+            ("AWS_DEFAULT_REGION", "ap-south-1"),
+            ("AWS_ACCESS_KEY_ID", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "b"),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(c.region, "ap-south-1");
+
+        let dir = std::env::temp_dir().join(format!("sluice-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config");
+        let creds = dir.join("credentials");
+        std::fs::write(&config, "[profile train]\nregion = eu-central-1\n").unwrap();
+        std::fs::write(
+            &creds,
+            "[train]\naws_access_key_id = AKIAPROFILE\naws_secret_access_key = profile-secret\n",
+        )
+        .unwrap();
+        let c = resolve(&[
+            ("AWS_PROFILE", "train"),
+            ("AWS_CONFIG_FILE", config.to_str().unwrap()),
+            ("AWS_SHARED_CREDENTIALS_FILE", creds.to_str().unwrap()),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(c.region, "eu-central-1");
+        let got = c.credentials.get("test").await.unwrap().unwrap();
+        assert_eq!(got.access_key_id(), "AKIAPROFILE");
+        assert_eq!(got.secret_access_key(), "profile-secret");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn overrides_parse_and_bad_values_name_the_variable() {
+        let c = resolve(&[
+            ("AWS_ACCESS_KEY_ID", "a"),
+            ("AWS_SECRET_ACCESS_KEY", "b"),
+            ("SLUICE_STALL_TIMEOUT", "2.5"),
+            ("SLUICE_CONNECT_TIMEOUT", "500ms"),
+            ("AWS_MAX_ATTEMPTS", "3"),
+            ("SLUICE_MULTIPART_THRESHOLD", "32MiB"),
+            ("SLUICE_HTTP2", "1"),
+            ("AWS_CA_BUNDLE", "/tmp/ca.pem"),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(c.timeouts.stall, Duration::from_millis(2500));
+        assert_eq!(c.timeouts.connect, Duration::from_millis(500));
+        assert_eq!(c.retry.max_attempts, 3);
+        assert_eq!(c.multipart_threshold, 32 << 20);
+        assert!(c.http2);
+        assert_eq!(
+            c.ca_bundle.as_deref(),
+            Some(std::path::Path::new("/tmp/ca.pem"))
+        );
+
+        for (var, val) in [
+            ("SLUICE_STALL_TIMEOUT", "soon"),
+            ("SLUICE_MAX_ATTEMPTS", "0"),
+            ("SLUICE_MULTIPART_PART_SIZE", "1MiB"),
+            ("AWS_ENDPOINT_URL", "ftp://x"),
+            ("SLUICE_HTTP2", "maybe"),
+        ] {
+            let err = resolve(&[
+                ("AWS_ACCESS_KEY_ID", "a"),
+                ("AWS_SECRET_ACCESS_KEY", "b"),
+                (var, val),
+            ])
+            .await
+            .unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidConfig { option, .. } if option == var),
+                "{var}: {err}"
+            );
+        }
+        let err = resolve(&[("AWS_ACCESS_KEY_ID", "a")]).await.unwrap_err();
+        assert!(err.to_string().contains("AWS_SECRET_ACCESS_KEY"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn debug_never_shows_secrets() {
+        let c = resolve(&[
+            ("AWS_ACCESS_KEY_ID", "AKIA123"),
+            ("AWS_SECRET_ACCESS_KEY", "very-secret-value"),
+            ("AWS_SESSION_TOKEN", "tok-secret"),
+        ])
+        .await
+        .unwrap();
+        let d = format!("{c:?}");
+        assert!(
+            !d.contains("very-secret-value") && !d.contains("tok-secret"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("500KB"), Ok(500_000));
+        assert!(parse_size("12 parsecs").is_err());
+        assert_eq!(parse_seconds("3s"), Ok(Duration::from_secs(3)));
+        assert!(parse_seconds("-1").is_err());
+    }
+}

@@ -1,0 +1,240 @@
+//! The one public error type. Every variant names the thing at fault (a URI, an option, an
+//! endpoint) so that a message read in a log or a Python traceback says what to fix.
+
+use std::time::Duration;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Boxed source error kept for `std::error::Error::source` chains.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Which wait ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutPhase {
+    /// TCP connect and TLS handshake.
+    Connect,
+    /// From sending the request to the response head.
+    FirstByte,
+    /// No body bytes arrived for this long.
+    Stall,
+}
+
+impl std::fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutPhase::Connect => "connect",
+            TimeoutPhase::FirstByte => "first byte",
+            TimeoutPhase::Stall => "body stall",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{uri}: not found ({code})")]
+    NotFound { uri: String, code: String },
+
+    #[error("{uri}: permission denied: HTTP {status} {code}: {message}")]
+    PermissionDenied {
+        uri: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+
+    #[error("invalid URI {uri:?}: {reason}")]
+    InvalidUri { uri: String, reason: String },
+
+    #[error("invalid configuration {option}: {reason}")]
+    InvalidConfig { option: String, reason: String },
+
+    #[error("{uri}: {phase} timeout after {after:?}")]
+    Timeout {
+        uri: String,
+        phase: TimeoutPhase,
+        after: Duration,
+    },
+
+    #[error("{uri}: transport error: {message}")]
+    Transport {
+        uri: String,
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
+
+    #[error("{uri}: HTTP {status} {code}: {message}{}", request_id.as_deref().map(|r| format!(" (request id {r})")).unwrap_or_default())]
+    Service {
+        uri: String,
+        status: u16,
+        code: String,
+        message: String,
+        request_id: Option<String>,
+    },
+
+    #[error("{uri}: integrity check failed: {reason}")]
+    Integrity { uri: String, reason: String },
+
+    #[error("{uri}: cancelled")]
+    Cancelled { uri: String },
+}
+
+impl Error {
+    pub fn transport(uri: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Transport {
+            uri: uri.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn transport_with(uri: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        Error::Transport {
+            uri: uri.into(),
+            message: error_chain(&*source),
+            source: Some(source),
+        }
+    }
+
+    pub fn config(option: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidConfig {
+            option: option.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn integrity(uri: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Integrity {
+            uri: uri.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Maps an S3 error response to the semantic variant. `code` is the S3 error code from
+    /// the XML body (or a status-derived stand-in when a HEAD response has no body).
+    pub fn from_service(
+        uri: impl Into<String>,
+        status: u16,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        request_id: Option<String>,
+    ) -> Self {
+        let (uri, code, message) = (uri.into(), code.into(), message.into());
+        match (status, code.as_str()) {
+            (404, _) | (_, "NoSuchKey" | "NoSuchBucket") => Error::NotFound { uri, code },
+            (401 | 403, _) => Error::PermissionDenied {
+                uri,
+                status,
+                code,
+                message,
+            },
+            _ => Error::Service {
+                uri,
+                status,
+                code,
+                message,
+                request_id,
+            },
+        }
+    }
+
+    /// The URI (or endpoint, or option) this error is about.
+    pub fn subject(&self) -> &str {
+        match self {
+            Error::NotFound { uri, .. }
+            | Error::PermissionDenied { uri, .. }
+            | Error::InvalidUri { uri, .. }
+            | Error::Timeout { uri, .. }
+            | Error::Transport { uri, .. }
+            | Error::Service { uri, .. }
+            | Error::Integrity { uri, .. }
+            | Error::Cancelled { uri } => uri,
+            Error::InvalidConfig { option, .. } => option,
+        }
+    }
+
+    /// Whether repeating the same request may succeed. The rule, as in the AWS SDKs'
+    /// standard retry mode: throttling, server errors, timeouts and broken connections
+    /// (including a body cut short) are transient; every other 4xx is final.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Timeout { .. } | Error::Transport { .. } => true,
+            Error::Service { status, code, .. } => {
+                matches!(*status, 408 | 429 | 500..=599)
+                    || matches!(
+                        code.as_str(),
+                        "SlowDown"
+                            | "Throttling"
+                            | "ThrottlingException"
+                            | "RequestTimeout"
+                            | "RequestTimeTooSkewed"
+                            | "InternalError"
+                            | "ServiceUnavailable"
+                    )
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Renders an error with its whole `source()` chain on one line: transport errors from
+/// hyper say little at the top ("error sending request") and the cause below.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = e.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_follows_status_and_code() {
+        let svc = |status, code: &str| Error::from_service("s3://b/k", status, code, "m", None);
+        assert!(matches!(svc(404, "NoSuchKey"), Error::NotFound { .. }));
+        assert!(matches!(
+            svc(403, "SignatureDoesNotMatch"),
+            Error::PermissionDenied { .. }
+        ));
+        assert!(svc(503, "SlowDown").is_retryable());
+        assert!(svc(500, "InternalError").is_retryable());
+        assert!(svc(429, "TooManyRequests").is_retryable());
+        assert!(svc(400, "RequestTimeout").is_retryable());
+        assert!(!svc(416, "InvalidRange").is_retryable());
+        assert!(!svc(412, "PreconditionFailed").is_retryable());
+        assert!(!svc(403, "AccessDenied").is_retryable());
+        assert!(Error::transport("s3://b/k", "connection reset").is_retryable());
+        assert!(!Error::integrity("s3://b/k", "short").is_retryable());
+    }
+
+    #[test]
+    fn messages_name_the_subject_and_code() {
+        let e = Error::from_service(
+            "s3://b/k",
+            503,
+            "SlowDown",
+            "Please reduce",
+            Some("r1".into()),
+        );
+        let s = e.to_string();
+        assert!(
+            s.contains("s3://b/k")
+                && s.contains("503")
+                && s.contains("SlowDown")
+                && s.contains("r1"),
+            "{s}"
+        );
+        assert_eq!(e.subject(), "s3://b/k");
+    }
+}

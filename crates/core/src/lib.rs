@@ -1,0 +1,27 @@
+//! sluice-core: the pieces every sluice backend and the loader share.
+//!
+//! A backend only turns one request into bytes. Everything that decides *which* requests to
+//! make and what to do when they fail lives here, once: URIs, configuration from the standard
+//! AWS environment, the error type, retry classification and backoff, resumption of
+//! interrupted bodies, range planning and zero-copy assembly of ranged reads.
+
+pub mod config;
+pub mod credentials;
+pub mod error;
+pub mod pattern;
+pub mod range;
+pub mod resume;
+pub mod retry;
+pub mod segment;
+pub mod store;
+pub mod uri;
+
+pub use config::{StoreConfig, Timeouts};
+pub use credentials::CredentialsCache;
+pub use error::{Error, Result, TimeoutPhase};
+pub use range::{ByteRange, RangePlanner};
+pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
+pub use retry::RetryPolicy;
+pub use segment::{Segment, SegmentError, SegmentedBuffer};
+pub use store::{GetInfo, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
+pub use uri::ObjectUri;

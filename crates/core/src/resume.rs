@@ -1,0 +1,259 @@
+//! Reading a body through failures: retry the request, and when a body breaks part-way,
+//! ask only for the bytes not yet received, pinned to the same object version with
+//! `If-Match` on its ETag. Every backend's `get_into` goes through `get_with_resume`.
+
+use crate::error::{Error, Result};
+use crate::range::ByteRange;
+use crate::retry::RetryPolicy;
+use crate::segment::Segment;
+use crate::store::GetInfo;
+use crate::uri::ObjectUri;
+use async_trait::async_trait;
+
+/// One HTTP GET to make.
+#[derive(Debug, Clone)]
+pub struct GetRequest<'a> {
+    pub uri: &'a ObjectUri,
+    pub range: Option<ByteRange>,
+    /// Set on resumption: the object must still be the one whose first bytes we hold.
+    pub if_match: Option<&'a str>,
+}
+
+/// What a response head says about the body that follows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResponseHead {
+    /// Content-Length of this response.
+    pub content_length: u64,
+    /// The whole object's size: from Content-Range on a 206, Content-Length on a 200.
+    pub object_size: Option<u64>,
+    pub etag: Option<String>,
+}
+
+/// Where a backend writes one response: it reports the head, then each body frame.
+#[derive(Debug)]
+pub struct BodySink<'a> {
+    uri: &'a ObjectUri,
+    seg: &'a mut Segment,
+    head: Option<ResponseHead>,
+}
+
+impl<'a> BodySink<'a> {
+    pub fn new(uri: &'a ObjectUri, seg: &'a mut Segment) -> Self {
+        Self {
+            uri,
+            seg,
+            head: None,
+        }
+    }
+
+    /// Records the response head and checks the declared length fits the segment.
+    pub fn begin(&mut self, head: ResponseHead) -> Result<()> {
+        self.seg
+            .expect_more(head.content_length)
+            .map_err(|e| Error::integrity(self.uri.to_string(), e.to_string()))?;
+        self.head = Some(head);
+        Ok(())
+    }
+
+    /// Appends one body frame.
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.seg
+            .write(data)
+            .map_err(|e| Error::integrity(self.uri.to_string(), e.to_string()))
+    }
+
+    pub fn head(&self) -> Option<&ResponseHead> {
+        self.head.as_ref()
+    }
+}
+
+/// A backend's single attempt at a GET: send `req`, call `sink.begin` with the head, then
+/// `sink.write` for each frame, and return once the body ended. It must return an error (a
+/// retryable `Transport`) if the body ends before `content_length` bytes.
+#[async_trait]
+pub trait GetAttempt: Send + Sync {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()>;
+}
+
+/// Reads `range` of `uri` into `dst` with retries; a body that breaks part-way is resumed
+/// from the first missing byte of the same object version. Never returns wrong bytes: a
+/// changed object fails with 412 PreconditionFailed, a wrong length with `Integrity`.
+pub async fn get_with_resume(
+    getter: &dyn GetAttempt,
+    policy: &RetryPolicy,
+    uri: &ObjectUri,
+    range: Option<ByteRange>,
+    dst: &mut Segment,
+) -> Result<GetInfo> {
+    let origin = dst.written();
+    let mut etag: Option<String> = None;
+    let mut object_size: Option<u64> = None;
+    let mut attempts = 0;
+    loop {
+        let got = (dst.written() - origin) as u64;
+        let req_range = match (range, got) {
+            (None, 0) => None,
+            (None, n) => Some(ByteRange::from_offset(n)),
+            (Some(r), n) => match r.advance(n) {
+                Some(rest) => Some(rest),
+                None => {
+                    return Ok(GetInfo {
+                        bytes: got,
+                        object_size,
+                        etag,
+                    });
+                }
+            },
+        };
+        if range.is_none() && got > 0 && object_size == Some(got) {
+            return Ok(GetInfo {
+                bytes: got,
+                object_size,
+                etag,
+            });
+        }
+        let req = GetRequest {
+            uri,
+            range: req_range,
+            if_match: etag.as_deref(),
+        };
+        let mut sink = BodySink::new(uri, dst);
+        let result = getter.get_attempt(&req, &mut sink).await;
+        if let Some(head) = sink.head.take() {
+            etag = etag.or(head.etag);
+            // A resumed request's Content-Range still carries the whole object's size.
+            object_size = object_size.or(head.object_size);
+        }
+        attempts += 1;
+        match result {
+            Ok(()) => {
+                let bytes = (dst.written() - origin) as u64;
+                return Ok(GetInfo {
+                    bytes,
+                    object_size,
+                    etag,
+                });
+            }
+            Err(e) if policy.may_retry(&e, attempts) => {
+                tracing::debug!(error = %e, attempts, received = dst.written() - origin, "resuming GET");
+                tokio::time::sleep(policy.backoff(attempts - 1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// A fake server in memory: serves `data`, cutting the body after `cut_after` bytes for
+    /// the first `cuts` attempts, and records the requests it saw.
+    struct Flaky {
+        data: Vec<u8>,
+        cut_after: usize,
+        cuts: Mutex<u32>,
+        seen: Mutex<Vec<(Option<ByteRange>, Option<String>)>>,
+    }
+
+    #[async_trait]
+    impl GetAttempt for Flaky {
+        async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+            self.seen
+                .lock()
+                .unwrap()
+                .push((req.range, req.if_match.map(str::to_owned)));
+            let total = self.data.len() as u64;
+            let (start, end) = match req.range {
+                None => (0, total),
+                Some(r) => (r.start(), r.end().unwrap_or(total).min(total)),
+            };
+            let body = &self.data[start as usize..end as usize];
+            sink.begin(ResponseHead {
+                content_length: body.len() as u64,
+                object_size: Some(total),
+                etag: Some("\"e1\"".into()),
+            })?;
+            let mut cuts = self.cuts.lock().unwrap();
+            if *cuts > 0 && body.len() > self.cut_after {
+                *cuts -= 1;
+                sink.write(&body[..self.cut_after])?;
+                return Err(Error::transport(req.uri.to_string(), "connection reset"));
+            }
+            sink.write(body)
+        }
+    }
+
+    fn flaky(cuts: u32) -> Flaky {
+        Flaky {
+            data: (0..1000u32).map(|i| i as u8).collect(),
+            cut_after: 300,
+            cuts: Mutex::new(cuts),
+            seen: Mutex::default(),
+        }
+    }
+
+    fn fast() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn resumes_whole_object_from_the_first_missing_byte() {
+        let f = flaky(2);
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let mut seg = Segment::growable();
+        let info = get_with_resume(&f, &fast(), &uri, None, &mut seg)
+            .await
+            .unwrap();
+        assert_eq!(info.bytes, 1000);
+        assert_eq!(seg.as_slice(), &f.data[..]);
+        let seen = f.seen.lock().unwrap().clone();
+        assert_eq!(seen[0], (None, None));
+        assert_eq!(
+            seen[1],
+            (Some(ByteRange::from_offset(300)), Some("\"e1\"".into()))
+        );
+        assert_eq!(
+            seen[2],
+            (Some(ByteRange::from_offset(600)), Some("\"e1\"".into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn resumes_a_bounded_range_into_a_fixed_segment() {
+        let f = flaky(1);
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let r = ByteRange::new(100, 900).unwrap();
+        let mut seg = Segment::exact(800);
+        get_with_resume(&f, &fast(), &uri, Some(r), &mut seg)
+            .await
+            .unwrap();
+        assert_eq!(seg.as_slice(), &f.data[100..900]);
+        assert_eq!(
+            f.seen.lock().unwrap()[1].0,
+            Some(ByteRange::new(400, 900).unwrap())
+        );
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_the_budget() {
+        let f = flaky(100);
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let mut seg = Segment::growable();
+        let p = RetryPolicy {
+            max_attempts: 2,
+            ..fast()
+        };
+        let err = get_with_resume(&f, &p, &uri, None, &mut seg)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Transport { .. }));
+        assert_eq!(f.seen.lock().unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,284 @@
+//! Zero-copy assembly: one allocation, pre-split into per-chunk segments that independent
+//! tasks fill, rejoined in O(1).
+//!
+//! Each byte is copied exactly once, from the socket's frame into its final place. A
+//! segment's capacity is exactly its expected length, so filling it never reallocates and
+//! the segments stay adjacent in memory; `BytesMut::unsplit` then rejoins them without a
+//! copy.
+
+use bytes::{Bytes, BytesMut};
+
+/// A fill went wrong: more bytes than the segment holds, or a declared length that does not
+/// match what the segment expects. The caller turns this into `Error::Integrity` with its URI.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SegmentError {
+    #[error("received more bytes than expected ({got} > {expected})")]
+    Overflow { expected: usize, got: usize },
+    #[error("response declares {declared} bytes but {remaining} remain to fill")]
+    LengthMismatch { declared: u64, remaining: usize },
+    #[error("segment {index} holds {got} of its {expected} bytes")]
+    Incomplete {
+        index: usize,
+        expected: usize,
+        got: usize,
+    },
+}
+
+/// A destination for one response body: either exactly `len` bytes (part of a
+/// `SegmentedBuffer`, or a known-size object), or growable (size unknown up front).
+#[derive(Debug)]
+pub struct Segment {
+    buf: BytesMut,
+    /// `Some(n)`: exactly n bytes must be written. `None`: growable.
+    expected: Option<usize>,
+}
+
+impl Segment {
+    /// A growable segment; it reserves what a response declares in one step.
+    pub fn growable() -> Self {
+        Self {
+            buf: BytesMut::new(),
+            expected: None,
+        }
+    }
+
+    /// A stand-alone segment of exactly `len` bytes.
+    pub fn exact(len: usize) -> Self {
+        Self {
+            buf: BytesMut::with_capacity(len),
+            expected: Some(len),
+        }
+    }
+
+    /// Wraps caller-provided memory (e.g. from a buffer pool). `buf` is cleared; its capacity
+    /// must be at least `len`.
+    pub fn from_buffer(mut buf: BytesMut, len: usize) -> Self {
+        buf.clear();
+        if buf.capacity() < len {
+            buf.reserve(len);
+        }
+        Self {
+            buf,
+            expected: Some(len),
+        }
+    }
+
+    pub fn written(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn expected_len(&self) -> Option<usize> {
+        self.expected
+    }
+
+    /// Bytes still to be written, if the length is fixed.
+    pub fn remaining(&self) -> Option<usize> {
+        self.expected.map(|e| e - self.buf.len())
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.expected.is_none_or(|e| e == self.buf.len())
+    }
+
+    /// Called when a response head declares `declared` more body bytes: a fixed segment
+    /// checks they fit exactly; a growable one reserves them so the fill never reallocates.
+    pub fn expect_more(&mut self, declared: u64) -> Result<(), SegmentError> {
+        match self.remaining() {
+            Some(remaining) if remaining as u64 != declared => Err(SegmentError::LengthMismatch {
+                declared,
+                remaining,
+            }),
+            Some(_) => Ok(()),
+            None => {
+                let add = usize::try_from(declared).map_err(|_| SegmentError::LengthMismatch {
+                    declared,
+                    remaining: usize::MAX,
+                })?;
+                self.buf.reserve(add);
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends body bytes; never past a fixed segment's end.
+    pub fn write(&mut self, data: &[u8]) -> Result<(), SegmentError> {
+        if let Some(expected) = self.expected {
+            let got = self.buf.len() + data.len();
+            if got > expected {
+                return Err(SegmentError::Overflow { expected, got });
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    /// Discards everything written (a response that must be read again from its start).
+    pub fn reset(&mut self) {
+        self.buf.clear();
+    }
+
+    /// The bytes written so far.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The filled bytes, without a copy. Errors if a fixed segment is not full.
+    pub fn freeze(self) -> Result<Bytes, SegmentError> {
+        self.check_complete(0)?;
+        Ok(self.buf.freeze())
+    }
+
+    fn check_complete(&self, index: usize) -> Result<(), SegmentError> {
+        match self.expected {
+            Some(expected) if expected != self.buf.len() => Err(SegmentError::Incomplete {
+                index,
+                expected,
+                got: self.buf.len(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Builds the segments of one object and joins them back.
+#[derive(Debug)]
+pub struct SegmentedBuffer;
+
+impl SegmentedBuffer {
+    /// Splits one allocation of `sum(lens)` bytes into adjacent segments of the given lengths.
+    pub fn split(lens: impl IntoIterator<Item = usize>) -> Vec<Segment> {
+        let lens: Vec<usize> = lens.into_iter().collect();
+        Self::split_buffer(BytesMut::with_capacity(lens.iter().sum()), &lens)
+    }
+
+    /// As `split`, over caller-provided memory (e.g. from a buffer pool).
+    pub fn split_buffer(mut buf: BytesMut, lens: &[usize]) -> Vec<Segment> {
+        buf.clear();
+        let total: usize = lens.iter().sum();
+        if buf.capacity() < total {
+            buf.reserve(total);
+        }
+        let mut out = Vec::with_capacity(lens.len());
+        for (i, &len) in lens.iter().enumerate() {
+            // split_off at the capacity boundary leaves `buf` owning exactly `len` bytes of
+            // capacity and hands the rest on; no bytes are touched.
+            let rest = if i + 1 == lens.len() {
+                BytesMut::new()
+            } else {
+                buf.split_off(len)
+            };
+            out.push(Segment {
+                buf,
+                expected: Some(len),
+            });
+            buf = rest;
+        }
+        out
+    }
+
+    /// Rejoins segments, in order, into one `Bytes`. O(1) per segment when they came from one
+    /// `split` (adjacent memory); each must be exactly full.
+    pub fn join(segments: Vec<Segment>) -> Result<Bytes, SegmentError> {
+        let mut iter = segments.into_iter().enumerate();
+        let Some((_, first)) = iter.next() else {
+            return Ok(Bytes::new());
+        };
+        first.check_complete(0)?;
+        let mut acc = first.buf;
+        for (i, seg) in iter {
+            seg.check_complete(i)?;
+            acc.unsplit(seg.buf);
+        }
+        Ok(acc.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn fixed_segments_refuse_overflow_and_mismatch() {
+        let mut s = Segment::exact(4);
+        assert_eq!(
+            s.expect_more(5),
+            Err(SegmentError::LengthMismatch {
+                declared: 5,
+                remaining: 4
+            })
+        );
+        s.expect_more(4).unwrap();
+        s.write(b"abc").unwrap();
+        assert_eq!(
+            s.write(b"de"),
+            Err(SegmentError::Overflow {
+                expected: 4,
+                got: 5
+            })
+        );
+        assert!(matches!(
+            Segment::exact(2).freeze(),
+            Err(SegmentError::Incomplete { .. })
+        ));
+    }
+
+    #[test]
+    fn growable_reserves_once() {
+        let mut s = Segment::growable();
+        s.expect_more(1000).unwrap();
+        let cap = s.buf.capacity();
+        s.write(&[7; 1000]).unwrap();
+        assert_eq!(s.buf.capacity(), cap, "no reallocation after reserving");
+        assert_eq!(s.freeze().unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn join_is_zero_copy() {
+        let mut segs = SegmentedBuffer::split([3, 5, 2]);
+        let base = segs[0].buf.as_ptr() as usize;
+        for (i, s) in segs.iter_mut().enumerate() {
+            let n = s.expected_len().unwrap();
+            s.write(&vec![i as u8; n]).unwrap();
+        }
+        let out = SegmentedBuffer::join(segs).unwrap();
+        assert_eq!(out.as_ptr() as usize, base, "joined in place");
+        assert_eq!(&out[..], &[0, 0, 0, 1, 1, 1, 1, 1, 2, 2]);
+    }
+
+    #[test]
+    fn join_rejects_short_fill_naming_the_segment() {
+        let mut segs = SegmentedBuffer::split([2, 2]);
+        segs[0].write(b"ab").unwrap();
+        segs[1].write(b"c").unwrap();
+        assert_eq!(
+            SegmentedBuffer::join(segs),
+            Err(SegmentError::Incomplete {
+                index: 1,
+                expected: 2,
+                got: 1
+            })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_and_fill_order_reassembles(lens in proptest::collection::vec(0usize..300, 0..12), order_seed in any::<u64>()) {
+            let mut segs = SegmentedBuffer::split(lens.iter().copied());
+            let total: usize = lens.iter().sum();
+            let expected: Vec<u8> = (0..total).map(|i| (i * 31 % 251) as u8).collect();
+            // Fill in a shuffled order, in uneven pieces, as concurrent tasks would.
+            let mut idx: Vec<usize> = (0..segs.len()).collect();
+            fastrand::Rng::with_seed(order_seed).shuffle(&mut idx);
+            let offsets: Vec<usize> = lens.iter().scan(0, |acc, l| { let o = *acc; *acc += l; Some(o) }).collect();
+            for i in idx {
+                let data = &expected[offsets[i]..offsets[i] + lens[i]];
+                for piece in data.chunks(7) {
+                    segs[i].write(piece).unwrap();
+                }
+            }
+            let out = SegmentedBuffer::join(segs).unwrap();
+            prop_assert_eq!(&out[..], &expected[..]);
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The `ObjectStore` trait every backend implements.
+
+use crate::error::Result;
+use crate::range::ByteRange;
+use crate::segment::Segment;
+use crate::uri::ObjectUri;
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use std::time::SystemTime;
+
+/// What HEAD or a listing says about one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub uri: ObjectUri,
+    pub size: u64,
+    pub etag: Option<String>,
+    pub last_modified: Option<SystemTime>,
+}
+
+/// One entry of a listing: an object, or (with a delimiter) a common prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListEntry {
+    Object(ObjectMeta),
+    /// A "directory": every key under `uri` (ending with the delimiter).
+    Prefix(ObjectUri),
+}
+
+impl ListEntry {
+    pub fn uri(&self) -> &ObjectUri {
+        match self {
+            ListEntry::Object(m) => &m.uri,
+            ListEntry::Prefix(u) => u,
+        }
+    }
+}
+
+/// The result of a GET into a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetInfo {
+    /// Bytes written into the segment by this call.
+    pub bytes: u64,
+    /// The whole object's size, when the response said (Content-Range or Content-Length).
+    pub object_size: Option<u64>,
+    pub etag: Option<String>,
+}
+
+/// The body of a PUT. Held as `Bytes` so multipart parts are zero-copy slices of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutPayload(pub Bytes);
+
+impl From<Bytes> for PutPayload {
+    fn from(b: Bytes) -> Self {
+        Self(b)
+    }
+}
+impl From<Vec<u8>> for PutPayload {
+    fn from(v: Vec<u8>) -> Self {
+        Self(Bytes::from(v))
+    }
+}
+impl From<&'static [u8]> for PutPayload {
+    fn from(v: &'static [u8]) -> Self {
+        Self(Bytes::from_static(v))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutInfo {
+    pub etag: Option<String>,
+    /// Number of parts when uploaded as multipart; `None` for a single PUT.
+    pub parts: Option<usize>,
+}
+
+#[async_trait]
+pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
+    /// The backend's name as `S3_BACKEND` spells it.
+    fn backend(&self) -> &'static str;
+
+    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
+
+    /// Streams the object, or `range` of it, into `dst`; returns what was written. Each body
+    /// byte is copied once, from the network buffer into `dst`. A fixed-length `dst` must
+    /// match the response length exactly; a body cut short is resumed (see `resume`).
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        dst: &mut Segment,
+    ) -> Result<GetInfo>;
+
+    /// The object, or `range` of it (clipped at the object's end, as S3 does), as one buffer.
+    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
+        // Growable: S3 answers a range that runs past the end with the bytes that exist.
+        let mut seg = Segment::growable();
+        self.get_into(uri, range, &mut seg).await?;
+        seg.freeze()
+            .map_err(|e| crate::Error::integrity(uri.to_string(), e.to_string()))
+    }
+
+    /// Lists keys starting with `prefix`'s key, page by page. `recursive = false` groups keys
+    /// below the next `/` into `ListEntry::Prefix`.
+    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>>;
+
+    /// Uploads `data`; multipart at or above the configured threshold.
+    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo>;
+
+    async fn delete(&self, uri: &ObjectUri) -> Result<()>;
+}
