@@ -8,11 +8,13 @@
 pub mod config;
 pub mod credentials;
 pub mod error;
+pub mod multipart;
 pub mod pattern;
 pub mod range;
 pub mod resume;
 pub mod retry;
 pub mod segment;
+pub mod sigv4;
 pub mod store;
 pub mod uri;
 

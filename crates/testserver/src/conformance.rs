@@ -1,0 +1,517 @@
+//! The conformance suite every backend runs against this server, over http and https.
+//!
+//! A backend's test file calls [`conformance_suite!`] with a constructor
+//! `fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>`; the macro expands one
+//! `#[tokio::test]` per case and scheme. Object bytes come from `sluice_core::pattern`, so
+//! every byte read is checked. Every operation runs under a deadline: a hang fails the test.
+
+use crate::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use sluice_core::{
+    ByteRange, CredentialsCache, Error, ListEntry, ObjectStore, ObjectUri, RetryPolicy, Segment,
+    StoreConfig, Timeouts, pattern,
+};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub type MakeStore = fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+/// Timeouts short enough that the stall cases finish quickly, long enough for a debug build.
+pub fn test_timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(2),
+        first_byte: Duration::from_secs(10),
+        stall: Duration::from_millis(1500),
+    }
+}
+
+/// Retries that recover from every injected burst in well under a second.
+pub fn test_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 6,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(100),
+    }
+}
+
+/// A configuration pointing at `server` over `scheme`, with its credentials and CA.
+pub fn config_for(server: &TestServer, scheme: Scheme) -> StoreConfig {
+    let endpoint = match scheme {
+        Scheme::Http => server.http_endpoint(),
+        Scheme::Https => server.https_endpoint(),
+    };
+    let mut cfg = StoreConfig::new(
+        Some(endpoint.parse().expect("server endpoint is a URL")),
+        "us-east-1",
+        CredentialsCache::from_static(server.access_key(), server.secret_key(), None),
+    );
+    cfg.ca_bundle = Some(server.ca_bundle().to_owned());
+    cfg.timeouts = test_timeouts();
+    cfg.retry = test_retry();
+    cfg
+}
+
+/// One test's world: a fresh server and a store built by the backend under test.
+#[derive(Debug)]
+pub struct Ctx {
+    pub server: TestServer,
+    pub store: Arc<dyn ObjectStore>,
+    pub scheme: Scheme,
+    pub make: MakeStore,
+}
+
+impl Ctx {
+    pub async fn new(make: MakeStore, scheme: Scheme) -> Self {
+        let server = TestServer::start(ServerOptions::default())
+            .await
+            .expect("test server starts");
+        let store = make(config_for(&server, scheme)).expect("backend builds from a valid config");
+        Self {
+            server,
+            store,
+            scheme,
+            make,
+        }
+    }
+
+    pub fn uri(&self, key: &str) -> ObjectUri {
+        ObjectUri::new(DEFAULT_BUCKET, key).unwrap()
+    }
+
+    /// Puts `len` pattern bytes under `key` directly into the server.
+    pub fn seed(&self, key: &str, len: usize) -> Bytes {
+        let data = Bytes::from(pattern::generate(key, len));
+        self.server.insert(DEFAULT_BUCKET, key, data.clone());
+        data
+    }
+}
+
+/// Every operation of the suite runs under this deadline.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+pub async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(DEADLINE, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: no answer within {DEADLINE:?} (a hang)"),
+    }
+}
+
+fn assert_pattern(key: &str, offset: u64, data: &[u8]) {
+    if let Err(at) = pattern::verify(key, offset, data) {
+        panic!("{key}: wrong byte at offset {at}");
+    }
+}
+
+pub async fn round_trip_sizes(ctx: Ctx) {
+    for (key, len) in [
+        ("empty", 0usize),
+        ("one", 1),
+        ("five-mib", 5 << 20),
+        ("sixty-four-mib", 64 << 20),
+    ] {
+        let uri = ctx.uri(key);
+        let data = Bytes::from(pattern::generate(key, len));
+        within("put", ctx.store.put(&uri, data.into()))
+            .await
+            .unwrap_or_else(|e| panic!("put {key}: {e}"));
+        let got = within("get", ctx.store.get(&uri, None))
+            .await
+            .unwrap_or_else(|e| panic!("get {key}: {e}"));
+        assert_eq!(got.len(), len, "{key}");
+        assert_pattern(key, 0, &got);
+        let meta = within("head", ctx.store.head(&uri)).await.unwrap();
+        assert_eq!(meta.size, len as u64, "{key}");
+        assert!(meta.etag.is_some(), "{key}: HEAD gives an ETag");
+        assert_eq!(meta.uri, uri);
+    }
+}
+
+pub async fn get_into_fixed_segment(ctx: Ctx) {
+    let data = ctx.seed("fixed", 3 << 20);
+    let uri = ctx.uri("fixed");
+    let mut seg = Segment::exact(data.len());
+    let info = within("get_into", ctx.store.get_into(&uri, None, &mut seg))
+        .await
+        .unwrap();
+    assert_eq!(info.bytes, data.len() as u64);
+    assert_eq!(info.object_size, Some(data.len() as u64));
+    assert_eq!(seg.freeze().unwrap(), data);
+
+    // A segment of the wrong size is an integrity error, never a silent short or long read.
+    let mut small = Segment::exact(data.len() - 1);
+    let err = within("get_into short", ctx.store.get_into(&uri, None, &mut small))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Integrity { .. }), "{err}");
+}
+
+pub async fn ranged_reads(ctx: Ctx) {
+    let len = 1_000_003u64;
+    ctx.seed("ranged", len as usize);
+    let uri = ctx.uri("ranged");
+    for r in [
+        ByteRange::new(0, 1).unwrap(),
+        ByteRange::new(len - 1, len).unwrap(),
+        ByteRange::new(4096, 700_001).unwrap(),
+        ByteRange::from_offset(999_000),
+    ] {
+        let got = within("ranged get", ctx.store.get(&uri, Some(r)))
+            .await
+            .unwrap_or_else(|e| panic!("{r}: {e}"));
+        let want = r.end().unwrap_or(len) - r.start();
+        assert_eq!(got.len() as u64, want, "{r}");
+        assert_pattern("ranged", r.start(), &got);
+
+        let mut seg = Segment::exact(want as usize);
+        let info = within(
+            "ranged get_into",
+            ctx.store.get_into(&uri, Some(r), &mut seg),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            info.object_size,
+            Some(len),
+            "{r}: the object's size comes from Content-Range"
+        );
+        assert_pattern("ranged", r.start(), seg.as_slice());
+    }
+    let err = within(
+        "past the end",
+        ctx.store
+            .get(&uri, Some(ByteRange::new(len, len + 10).unwrap())),
+    )
+    .await
+    .unwrap_err();
+    match &err {
+        Error::Service {
+            status: 416, code, ..
+        } => assert_eq!(code, "InvalidRange"),
+        other => panic!("past-the-end range: want 416 InvalidRange, got {other}"),
+    }
+    assert!(err.to_string().contains(&uri.to_string()), "{err}");
+}
+
+pub async fn head_and_not_found(ctx: Ctx) {
+    ctx.seed("present", 1234);
+    let meta = within("head", ctx.store.head(&ctx.uri("present")))
+        .await
+        .unwrap();
+    assert_eq!(meta.size, 1234);
+    let missing = ctx.uri("absent/key.npz");
+    for err in [
+        within("head missing", ctx.store.head(&missing))
+            .await
+            .unwrap_err(),
+        within("get missing", ctx.store.get(&missing, None))
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+        assert!(
+            err.to_string().contains("s3://sluice-test/absent/key.npz"),
+            "names the URI: {err}"
+        );
+    }
+    let no_bucket = ObjectUri::new("no-such-bucket", "k").unwrap();
+    let err = within("get missing bucket", ctx.store.get(&no_bucket, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
+pub async fn listing_paginates_and_groups(ctx: Ctx) {
+    let n = 1_100;
+    for i in 0..n {
+        ctx.server.insert(
+            DEFAULT_BUCKET,
+            &format!("many/{i:05}"),
+            Bytes::from_static(b"x"),
+        );
+    }
+    for k in ["tree/a/1", "tree/a/2", "tree/b/1", "tree/top"] {
+        ctx.server
+            .insert(DEFAULT_BUCKET, k, Bytes::from_static(b"yy"));
+    }
+    let all: Vec<ListEntry> = within(
+        "list recursive",
+        ctx.store.list(&ctx.uri("many/"), true).try_collect(),
+    )
+    .await
+    .unwrap();
+    let keys: Vec<String> = all.iter().map(|e| e.uri().key().to_owned()).collect();
+    let want: Vec<String> = (0..n).map(|i| format!("many/{i:05}")).collect();
+    assert_eq!(keys, want, "every key once, in order, across pages");
+    assert!(
+        all.iter()
+            .all(|e| matches!(e, ListEntry::Object(m) if m.size == 1))
+    );
+
+    let tree: Vec<ListEntry> = within(
+        "list delimited",
+        ctx.store.list(&ctx.uri("tree/"), false).try_collect(),
+    )
+    .await
+    .unwrap();
+    let mut prefixes: Vec<&str> = tree
+        .iter()
+        .filter(|e| matches!(e, ListEntry::Prefix(_)))
+        .map(|e| e.uri().key())
+        .collect();
+    prefixes.sort();
+    let objects: Vec<&str> = tree
+        .iter()
+        .filter(|e| matches!(e, ListEntry::Object(_)))
+        .map(|e| e.uri().key())
+        .collect();
+    assert_eq!(prefixes, vec!["tree/a/", "tree/b/"]);
+    assert_eq!(objects, vec!["tree/top"]);
+
+    let deep: Vec<ListEntry> = within(
+        "list tree recursive",
+        ctx.store.list(&ctx.uri("tree/"), true).try_collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(deep.len(), 4);
+}
+
+pub async fn multipart_put(ctx: Ctx) {
+    let mut cfg = config_for(&ctx.server, ctx.scheme);
+    cfg.multipart_threshold = 6 << 20;
+    cfg.multipart_part_size = 5 << 20;
+    let store = (ctx.make)(cfg).unwrap();
+    let len = (12 << 20) + 17;
+    let uri = ctx.uri("multi/part.bin");
+    let data = Bytes::from(pattern::generate("multi/part.bin", len));
+    let info = within("multipart put", store.put(&uri, data.into()))
+        .await
+        .unwrap();
+    assert_eq!(info.parts, Some(3), "12 MiB in 5 MiB parts");
+    let got = within("get", store.get(&uri, None)).await.unwrap();
+    assert_eq!(got.len(), len);
+    assert_pattern("multi/part.bin", 0, &got);
+    assert!(
+        ctx.server.storage().uploads.lock().unwrap().is_empty(),
+        "no upload left open"
+    );
+}
+
+pub async fn delete_removes(ctx: Ctx) {
+    let uri = ctx.uri("doomed");
+    within(
+        "put",
+        ctx.store.put(&uri, Bytes::from_static(b"bye").into()),
+    )
+    .await
+    .unwrap();
+    within("delete", ctx.store.delete(&uri)).await.unwrap();
+    let err = within("head deleted", ctx.store.head(&uri))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    within("delete again", ctx.store.delete(&uri))
+        .await
+        .expect("deleting a missing key succeeds, as on S3");
+}
+
+pub async fn bad_credentials_are_permission_denied(ctx: Ctx) {
+    ctx.seed("secret", 10);
+    let mut cfg = config_for(&ctx.server, ctx.scheme);
+    cfg.credentials =
+        CredentialsCache::from_static(ctx.server.access_key(), "not-the-secret", None);
+    let store = (ctx.make)(cfg).unwrap();
+    let err = within("get with wrong secret", store.get(&ctx.uri("secret"), None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
+    assert!(err.to_string().contains("s3://sluice-test/secret"), "{err}");
+    let err = within("head with wrong secret", store.head(&ctx.uri("secret")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
+}
+
+/// The bytes of a faulted read must be exactly right or the read must fail with an error.
+async fn read_through_fault(
+    ctx: &Ctx,
+    key: &str,
+    len: usize,
+    fault: Fault,
+    count: u64,
+) -> sluice_core::Result<Bytes> {
+    ctx.seed(key, len);
+    ctx.server.faults().inject(fault, count);
+    let got = within(
+        &format!("get through {fault:?}"),
+        ctx.store.get(&ctx.uri(key), None),
+    )
+    .await;
+    if let Ok(b) = &got {
+        assert_eq!(b.len(), len, "{fault:?}");
+        assert_pattern(key, 0, b);
+    }
+    got
+}
+
+pub async fn recovers_from_reset_mid_body(ctx: Ctx) {
+    read_through_fault(&ctx, "reset", 4 << 20, Fault::ResetAfter(1 << 20), 2)
+        .await
+        .expect("resumed after two resets");
+    assert!(ctx.server.faults().fired() >= 2);
+    // A ranged read resumes within its range.
+    ctx.server.faults().inject(Fault::ResetAfter(100_000), 1);
+    let r = ByteRange::new(10, 3_000_000).unwrap();
+    let got = within(
+        "ranged get through reset",
+        ctx.store.get(&ctx.uri("reset"), Some(r)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.len(), 2_999_990);
+    assert_pattern("reset", 10, &got);
+}
+
+pub async fn recovers_from_truncated_body(ctx: Ctx) {
+    read_through_fault(&ctx, "truncated", 3 << 20, Fault::TruncateAfter(777_777), 1)
+        .await
+        .expect("a short body is re-read");
+}
+
+pub async fn recovers_from_slowdown_burst(ctx: Ctx) {
+    read_through_fault(&ctx, "throttled", 100_000, Fault::SlowDown, 3)
+        .await
+        .expect("SlowDown is retried");
+    assert_eq!(ctx.server.faults().fired(), 3);
+    ctx.server.faults().inject(Fault::SlowDown, 2);
+    within(
+        "head through SlowDown",
+        ctx.store.head(&ctx.uri("throttled")),
+    )
+    .await
+    .expect("HEAD retries too");
+}
+
+pub async fn slowdown_beyond_budget_is_a_specific_error(ctx: Ctx) {
+    let err = read_through_fault(&ctx, "throttled-hard", 1000, Fault::SlowDown, 1000)
+        .await
+        .unwrap_err();
+    match &err {
+        Error::Service {
+            status: 503, code, ..
+        } => assert_eq!(code, "SlowDown"),
+        other => panic!("want 503 SlowDown after the budget, got {other}"),
+    }
+}
+
+pub async fn recovers_from_stalled_body(ctx: Ctx) {
+    // Stall longer than the stall timeout: the read is abandoned and resumed, not waited out.
+    let stall = test_timeouts().stall * 20;
+    let t = Instant::now();
+    read_through_fault(
+        &ctx,
+        "stalled",
+        2 << 20,
+        Fault::StallAfter(500_000, stall),
+        1,
+    )
+    .await
+    .expect("a stalled body is resumed");
+    assert!(
+        t.elapsed() < stall,
+        "resumed after the stall timeout, not after the stall ({:?})",
+        t.elapsed()
+    );
+}
+
+pub async fn stall_on_every_attempt_times_out(ctx: Ctx) {
+    let t = Instant::now();
+    let err = read_through_fault(
+        &ctx,
+        "always-stalled",
+        1 << 20,
+        Fault::StallAfter(1000, Duration::from_secs(120)),
+        1000,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(40),
+        "bounded by timeouts × attempts: {:?}",
+        t.elapsed()
+    );
+}
+
+pub async fn tolerates_latency(ctx: Ctx) {
+    read_through_fault(
+        &ctx,
+        "slow",
+        10_000,
+        Fault::Latency(Duration::from_millis(300)),
+        2,
+    )
+    .await
+    .expect("latency below the first-byte timeout is fine");
+}
+
+pub async fn unreachable_endpoint_fails_fast(ctx: Ctx) {
+    // A port nothing listens on: connection refused, retried, then a transport error.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cfg = config_for(&ctx.server, ctx.scheme);
+    cfg.endpoint = Some(format!("http://127.0.0.1:{port}").parse().unwrap());
+    cfg.retry.max_attempts = 2;
+    let store = (ctx.make)(cfg).unwrap();
+    let err = within("get from nowhere", store.get(&ctx.uri("k"), None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Transport { .. } | Error::Timeout { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("s3://sluice-test/k"), "{err}");
+}
+
+/// Expands the suite into `#[tokio::test]`s for one backend: `conformance_suite!(make_fn);`
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@scheme http, Http, $make);
+        $crate::conformance_suite!(@scheme https, Https, $make);
+    };
+    (@scheme $modname:ident, $scheme:ident, $make:expr) => {
+        mod $modname {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::conformance as c;
+            $crate::conformance_suite!(@cases $scheme, $make;
+                round_trip_sizes, get_into_fixed_segment, ranged_reads, head_and_not_found,
+                listing_paginates_and_groups, multipart_put, delete_removes,
+                bad_credentials_are_permission_denied, recovers_from_reset_mid_body,
+                recovers_from_truncated_body, recovers_from_slowdown_burst,
+                slowdown_beyond_budget_is_a_specific_error, recovers_from_stalled_body,
+                stall_on_every_attempt_times_out, tolerates_latency, unreachable_endpoint_fails_fast);
+        }
+    };
+    (@cases $scheme:ident, $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let ctx = c::Ctx::new($make, c::Scheme::$scheme).await;
+                c::$case(ctx).await;
+            }
+        )*
+    };
+}

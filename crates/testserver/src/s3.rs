@@ -1,0 +1,576 @@
+//! The S3 operations, implemented over `Storage` with `Faults` consulted on every request.
+
+use crate::faults::{Fault, Faults};
+use crate::storage::{Missing, Storage, StoredObject, Upload};
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use md5::{Digest, Md5};
+use s3s::dto::*;
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const FLUSH_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// S3's page size limit for ListObjectsV2.
+const MAX_KEYS: usize = 1000;
+
+#[derive(Debug, Clone)]
+pub struct MemoryS3 {
+    pub(crate) storage: Arc<Storage>,
+    pub(crate) faults: Arc<Faults>,
+    next_upload: Arc<AtomicU64>,
+}
+
+impl MemoryS3 {
+    pub fn new(storage: Arc<Storage>, faults: Arc<Faults>) -> Self {
+        Self {
+            storage,
+            faults,
+            next_upload: Arc::default(),
+        }
+    }
+
+    async fn request_fault(&self) -> S3Result<()> {
+        match self.faults.on_request() {
+            Some(Fault::SlowDown) => Err(s3_error!(
+                SlowDown,
+                "Please reduce your request rate (injected)"
+            )),
+            Some(Fault::InternalError) => Err(s3_error!(InternalError, "injected internal error")),
+            Some(Fault::Latency(d)) => {
+                tokio::time::sleep(d).await;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn missing(m: Missing, bucket: &str, key: &str) -> S3Error {
+    match m {
+        Missing::Bucket => S3Error::with_message(
+            S3ErrorCode::NoSuchBucket,
+            format!("bucket {bucket} does not exist"),
+        ),
+        Missing::Key => S3Error::with_message(
+            S3ErrorCode::NoSuchKey,
+            format!("key {key} does not exist in bucket {bucket}"),
+        ),
+    }
+}
+
+fn etag(quoted: &str) -> ETag {
+    ETag::Strong(quoted.trim_matches('"').to_owned())
+}
+
+async fn collect_body(body: Option<StreamingBlob>) -> S3Result<Bytes> {
+    let Some(body) = body else {
+        return Ok(Bytes::new());
+    };
+    let chunks: Vec<Bytes> = body.try_collect().await.map_err(|e| {
+        S3Error::with_message(
+            S3ErrorCode::IncompleteBody,
+            format!("reading request body: {e}"),
+        )
+    })?;
+    Ok(match chunks.len() {
+        1 => chunks.into_iter().next().unwrap(),
+        _ => Bytes::from(chunks.concat()),
+    })
+}
+
+/// The error a faulted body yields: hyper then aborts the connection mid-body.
+#[derive(Debug, thiserror::Error)]
+#[error("connection reset by fault injection")]
+struct InjectedReset;
+
+/// A response body from a shared buffer: one frame, no copy, unless a fault cuts it.
+fn body_stream(data: Bytes, fault: Option<Fault>) -> StreamingBlob {
+    type Item = Result<Bytes, InjectedReset>;
+    let len = data.len() as u64;
+    let cut = |n: u64| data.slice(..n.min(len) as usize);
+    let s: std::pin::Pin<Box<dyn Stream<Item = Item> + Send + Sync>> = match fault {
+        // The pause lets hyper flush the bytes sent so far before the connection ends, so the
+        // client really receives the first n bytes rather than nothing.
+        Some(Fault::ResetAfter(n)) => Box::pin(futures::stream::iter([Ok(cut(n))]).chain(
+            futures::stream::once(async {
+                tokio::time::sleep(FLUSH_PAUSE).await;
+                Err(InjectedReset)
+            }),
+        )),
+        Some(Fault::TruncateAfter(n)) => Box::pin(
+            futures::stream::iter([Ok(cut(n))]).chain(
+                futures::stream::once(tokio::time::sleep(FLUSH_PAUSE))
+                    .filter_map(|()| futures::future::ready(None)),
+            ),
+        ),
+        Some(Fault::StallAfter(n, d)) => {
+            let head = cut(n);
+            let tail = data.slice(head.len()..);
+            Box::pin(
+                futures::stream::iter([Ok(head)]).chain(futures::stream::once(async move {
+                    tokio::time::sleep(d).await;
+                    Ok(tail)
+                })),
+            )
+        }
+        _ => Box::pin(futures::stream::iter([Ok(data)])),
+    };
+    StreamingBlob::wrap(s.filter(|r| futures::future::ready(!matches!(r, Ok(b) if b.is_empty()))))
+}
+
+#[async_trait::async_trait]
+impl S3 for MemoryS3 {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        self.request_fault().await?;
+        if !self.storage.create_bucket(&req.input.bucket) {
+            return Err(s3_error!(BucketAlreadyOwnedByYou));
+        }
+        Ok(S3Response::new(CreateBucketOutput::default()))
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        self.request_fault().await?;
+        if !self.storage.bucket_exists(&req.input.bucket) {
+            return Err(missing(Missing::Bucket, &req.input.bucket, ""));
+        }
+        Ok(S3Response::new(HeadBucketOutput::default()))
+    }
+
+    async fn list_buckets(
+        &self,
+        _req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        self.request_fault().await?;
+        let buckets = self
+            .storage
+            .bucket_names()
+            .into_iter()
+            .map(|name| Bucket {
+                name: Some(name),
+                ..Default::default()
+            })
+            .collect();
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(buckets),
+            ..Default::default()
+        }))
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        self.request_fault().await?;
+        self.faults.on_head();
+        let i = &req.input;
+        let obj = self
+            .storage
+            .get(&i.bucket, &i.key)
+            .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        Ok(S3Response::new(HeadObjectOutput {
+            content_length: Some(obj.data.len() as i64),
+            e_tag: Some(etag(&obj.etag)),
+            last_modified: Some(obj.last_modified.into()),
+            accept_ranges: Some("bytes".into()),
+            ..Default::default()
+        }))
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        let obj = self
+            .storage
+            .get(&i.bucket, &i.key)
+            .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        if let Some(ETagCondition::ETag(want)) = &i.if_match
+            && want.value() != obj.etag.trim_matches('"')
+        {
+            return Err(s3_error!(
+                PreconditionFailed,
+                "If-Match does not match the object's ETag"
+            ));
+        }
+        let total = obj.data.len() as u64;
+        let (range, content_range) = match i.range {
+            Some(r) => {
+                let rr = r.check(total).map_err(|_| {
+                    S3Error::with_message(
+                        S3ErrorCode::InvalidRange,
+                        format!("range not satisfiable for an object of {total} bytes"),
+                    )
+                })?;
+                let cr = format!("bytes {}-{}/{total}", rr.start, rr.end - 1);
+                (rr, Some(cr))
+            }
+            None => (0..total, None),
+        };
+        let data = obj.data.slice(range.start as usize..range.end as usize);
+        let len = data.len() as i64;
+        let body = body_stream(data, self.faults.on_get_body());
+        Ok(S3Response::new(GetObjectOutput {
+            body: Some(body),
+            content_length: Some(len),
+            content_range,
+            e_tag: Some(etag(&obj.etag)),
+            last_modified: Some(obj.last_modified.into()),
+            accept_ranges: Some("bytes".into()),
+            ..Default::default()
+        }))
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        if !self.storage.bucket_exists(&i.bucket) {
+            return Err(missing(Missing::Bucket, &i.bucket, &i.key));
+        }
+        let data = collect_body(i.body).await?;
+        if let Some(n) = i.content_length
+            && n as usize != data.len()
+        {
+            return Err(S3Error::with_message(
+                S3ErrorCode::IncompleteBody,
+                format!("Content-Length {n} but {} bytes received", data.len()),
+            ));
+        }
+        let obj = StoredObject::new(data);
+        let tag = etag(&obj.etag);
+        self.storage
+            .put(&i.bucket, &i.key, obj)
+            .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(tag),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        self.request_fault().await?;
+        let i = &req.input;
+        self.storage
+            .delete(&i.bucket, &i.key)
+            .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        self.request_fault().await?;
+        let i = req.input;
+        let max_keys = i
+            .max_keys
+            .map_or(MAX_KEYS, |m| (m.max(0) as usize).min(MAX_KEYS));
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let page = list_page(
+            &self.storage,
+            &i.bucket,
+            &prefix,
+            i.delimiter.as_deref(),
+            i.continuation_token.as_deref().or(i.start_after.as_deref()),
+            max_keys,
+        )
+        .map_err(|m| missing(m, &i.bucket, ""))?;
+        let key_count = (page.objects.len() + page.prefixes.len()) as i32;
+        Ok(S3Response::new(ListObjectsV2Output {
+            name: Some(i.bucket),
+            prefix: i.prefix,
+            delimiter: i.delimiter,
+            max_keys: Some(max_keys as i32),
+            key_count: Some(key_count),
+            continuation_token: i.continuation_token,
+            is_truncated: Some(page.next.is_some()),
+            next_continuation_token: page.next,
+            contents: Some(
+                page.objects
+                    .into_iter()
+                    .map(|(key, o)| Object {
+                        key: Some(key),
+                        size: Some(o.data.len() as i64),
+                        e_tag: Some(etag(&o.etag)),
+                        last_modified: Some(o.last_modified.into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            common_prefixes: Some(
+                page.prefixes
+                    .into_iter()
+                    .map(|p| CommonPrefix { prefix: Some(p) })
+                    .collect(),
+            ),
+            start_after: i.start_after,
+            ..Default::default()
+        }))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        if !self.storage.bucket_exists(&i.bucket) {
+            return Err(missing(Missing::Bucket, &i.bucket, &i.key));
+        }
+        let id = format!(
+            "upload-{}",
+            self.next_upload.fetch_add(1, Ordering::Relaxed)
+        );
+        self.storage.uploads.lock().unwrap().insert(
+            id.clone(),
+            Upload {
+                bucket: i.bucket.clone(),
+                key: i.key.clone(),
+                ..Default::default()
+            },
+        );
+        Ok(S3Response::new(CreateMultipartUploadOutput {
+            bucket: Some(i.bucket),
+            key: Some(i.key),
+            upload_id: Some(id),
+            ..Default::default()
+        }))
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        let data = collect_body(i.body).await?;
+        let tag = format!("\"{}\"", hex::encode(Md5::digest(&data)));
+        let mut uploads = self.storage.uploads.lock().unwrap();
+        let up = uploads
+            .get_mut(&i.upload_id)
+            .ok_or_else(|| s3_error!(NoSuchUpload))?;
+        up.parts.insert(i.part_number, (data, tag.clone()));
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(etag(&tag)),
+            ..Default::default()
+        }))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        let up = self
+            .storage
+            .uploads
+            .lock()
+            .unwrap()
+            .remove(&i.upload_id)
+            .ok_or_else(|| s3_error!(NoSuchUpload))?;
+        let listed = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+        if listed.is_empty() {
+            return Err(s3_error!(
+                MalformedXML,
+                "CompleteMultipartUpload lists no parts"
+            ));
+        }
+        let mut body = Vec::new();
+        let mut md5s = Vec::new();
+        let mut last = 0;
+        for p in &listed {
+            let n = p.part_number.unwrap_or(0);
+            if n <= last {
+                return Err(s3_error!(InvalidPartOrder));
+            }
+            last = n;
+            let (data, tag) = up
+                .parts
+                .get(&n)
+                .ok_or_else(|| s3_error!(InvalidPart, "part {} was not uploaded", n))?;
+            if let Some(t) = &p.e_tag
+                && t.value() != tag.trim_matches('"')
+            {
+                return Err(s3_error!(InvalidPart, "part {} ETag does not match", n));
+            }
+            body.extend_from_slice(data);
+            md5s.extend_from_slice(&hex::decode(tag.trim_matches('"')).unwrap_or_default());
+        }
+        let tag = format!("\"{}-{}\"", hex::encode(Md5::digest(&md5s)), listed.len());
+        let obj = StoredObject {
+            data: Bytes::from(body),
+            etag: tag.clone(),
+            last_modified: std::time::SystemTime::now(),
+        };
+        self.storage
+            .put(&up.bucket, &up.key, obj)
+            .map_err(|m| missing(m, &up.bucket, &up.key))?;
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(up.bucket),
+            key: Some(up.key),
+            e_tag: Some(etag(&tag)),
+            ..Default::default()
+        }))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        self.request_fault().await?;
+        self.storage
+            .uploads
+            .lock()
+            .unwrap()
+            .remove(&req.input.upload_id)
+            .ok_or_else(|| s3_error!(NoSuchUpload))?;
+        Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    }
+}
+
+pub(crate) struct Page {
+    pub objects: Vec<(String, StoredObject)>,
+    pub prefixes: Vec<String>,
+    /// Continuation token: the last key or common prefix returned, when more remain.
+    pub next: Option<String>,
+}
+
+/// One ListObjectsV2 page. A common prefix counts as one entry, as on S3; a token that is a
+/// common prefix skips every key under it.
+pub(crate) fn list_page(
+    storage: &Storage,
+    bucket: &str,
+    prefix: &str,
+    delimiter: Option<&str>,
+    after: Option<&str>,
+    max: usize,
+) -> Result<Page, Missing> {
+    let mut page = Page {
+        objects: Vec::new(),
+        prefixes: Vec::new(),
+        next: None,
+    };
+    let mut last: Option<String> = None;
+    let skip_under = after
+        .filter(|a| delimiter.is_some_and(|d| a.ends_with(d)))
+        .map(str::to_owned);
+    storage.scan(bucket, after, |key, obj| {
+        if !key.starts_with(prefix) {
+            return key < prefix;
+        }
+        if skip_under.as_deref().is_some_and(|s| key.starts_with(s)) {
+            return true;
+        }
+        let entry = match delimiter.and_then(|d| key[prefix.len()..].find(d).map(|i| (i, d.len())))
+        {
+            Some((i, dl)) => {
+                let cp = &key[..prefix.len() + i + dl];
+                if page.prefixes.last().is_some_and(|p| p == cp) {
+                    return true;
+                }
+                Err(cp.to_owned())
+            }
+            None => Ok(key.to_owned()),
+        };
+        if page.objects.len() + page.prefixes.len() == max {
+            page.next = last.clone();
+            return false;
+        }
+        match entry {
+            Ok(k) => {
+                last = Some(k.clone());
+                page.objects.push((k, obj.clone()));
+            }
+            Err(cp) => {
+                last = Some(cp.clone());
+                page.prefixes.push(cp);
+            }
+        }
+        true
+    })?;
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn storage(keys: &[&str]) -> Storage {
+        let s = Storage::in_memory();
+        s.create_bucket("b");
+        for k in keys {
+            s.put("b", k, StoredObject::new(Bytes::from_static(b"x")))
+                .unwrap();
+        }
+        s
+    }
+
+    fn all_pages(
+        s: &Storage,
+        prefix: &str,
+        delim: Option<&str>,
+        max: usize,
+    ) -> (Vec<String>, Vec<String>, usize) {
+        let (mut objs, mut cps, mut pages) = (vec![], vec![], 0);
+        let mut token: Option<String> = None;
+        loop {
+            let p = list_page(s, "b", prefix, delim, token.as_deref(), max).unwrap();
+            pages += 1;
+            objs.extend(p.objects.into_iter().map(|(k, _)| k));
+            cps.extend(p.prefixes);
+            match p.next {
+                Some(t) => token = Some(t),
+                None => return (objs, cps, pages),
+            }
+        }
+    }
+
+    #[test]
+    fn paginates_without_loss_or_repeat() {
+        let keys: Vec<String> = (0..25).map(|i| format!("p/{i:03}")).collect();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let s = storage(&refs);
+        let (objs, cps, pages) = all_pages(&s, "p/", None, 10);
+        assert_eq!(objs, keys);
+        assert!(cps.is_empty());
+        assert_eq!(pages, 3);
+    }
+
+    #[test]
+    fn delimiter_groups_and_pages_over_prefixes() {
+        let s = storage(&["a/1", "a/2", "b/1", "c", "d/x/1", "d/y", "e"]);
+        let (objs, cps, _) = all_pages(&s, "", Some("/"), 2);
+        assert_eq!(objs, vec!["c", "e"]);
+        assert_eq!(cps, vec!["a/", "b/", "d/"]);
+        let (objs, cps, _) = all_pages(&s, "d/", Some("/"), 1);
+        assert_eq!(objs, vec!["d/y"]);
+        assert_eq!(cps, vec!["d/x/"]);
+    }
+
+    #[tokio::test]
+    async fn body_faults_cut_where_asked() {
+        let data = Bytes::from(vec![1u8; 100]);
+        let chunks: Vec<_> = body_stream(data, Some(Fault::ResetAfter(40)))
+            .collect::<Vec<_>>()
+            .await;
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks[0].as_ref().unwrap().len(), 40);
+        assert!(chunks[1].is_err());
+    }
+}

@@ -1,0 +1,171 @@
+//! The objects: in memory, optionally written through to (and loaded from) a directory
+//! laid out as `<dir>/<bucket>/<key>`.
+
+use bytes::Bytes;
+use md5::{Digest, Md5};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::SystemTime;
+
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    /// Shared: every GET hands out slices of this, never a copy.
+    pub data: Bytes,
+    /// Quoted, as S3 sends it.
+    pub etag: String,
+    pub last_modified: SystemTime,
+}
+
+impl StoredObject {
+    pub fn new(data: Bytes) -> Self {
+        let etag = format!("\"{}\"", hex::encode(Md5::digest(&data)));
+        Self {
+            data,
+            etag,
+            last_modified: SystemTime::now(),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Upload {
+    pub bucket: String,
+    pub key: String,
+    pub parts: BTreeMap<i32, (Bytes, String)>,
+}
+
+#[derive(Debug, Default)]
+pub struct Storage {
+    buckets: RwLock<HashMap<String, BTreeMap<String, StoredObject>>>,
+    pub(crate) uploads: std::sync::Mutex<HashMap<String, Upload>>,
+    dir: Option<PathBuf>,
+}
+
+impl Storage {
+    pub fn in_memory() -> Self {
+        Self::default()
+    }
+
+    /// Loads every file under `dir/<bucket>/` and writes later PUTs and DELETEs through.
+    pub fn with_dir(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let s = Self {
+            dir: Some(dir.to_owned()),
+            ..Self::default()
+        };
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if !entry.file_type()?.is_dir() {
+                continue;
+            }
+            let bucket = entry.file_name().to_string_lossy().into_owned();
+            s.create_bucket(&bucket);
+            let mut stack = vec![entry.path()];
+            while let Some(d) = stack.pop() {
+                for f in std::fs::read_dir(&d)? {
+                    let f = f?;
+                    let path = f.path();
+                    if f.file_type()?.is_dir() {
+                        stack.push(path);
+                    } else {
+                        let key = path
+                            .strip_prefix(entry.path())
+                            .unwrap_or(&path)
+                            .to_string_lossy()
+                            .replace('\\', "/");
+                        let data = Bytes::from(std::fs::read(&path)?);
+                        s.buckets
+                            .write()
+                            .unwrap()
+                            .get_mut(&bucket)
+                            .unwrap()
+                            .insert(key, StoredObject::new(data));
+                    }
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn create_bucket(&self, bucket: &str) -> bool {
+        let mut b = self.buckets.write().unwrap();
+        if b.contains_key(bucket) {
+            return false;
+        }
+        b.insert(bucket.to_owned(), BTreeMap::new());
+        if let Some(dir) = &self.dir {
+            std::fs::create_dir_all(dir.join(bucket)).ok();
+        }
+        true
+    }
+
+    pub fn bucket_exists(&self, bucket: &str) -> bool {
+        self.buckets.read().unwrap().contains_key(bucket)
+    }
+
+    pub fn bucket_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.buckets.read().unwrap().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub fn get(&self, bucket: &str, key: &str) -> Result<StoredObject, Missing> {
+        let b = self.buckets.read().unwrap();
+        let objs = b.get(bucket).ok_or(Missing::Bucket)?;
+        objs.get(key).cloned().ok_or(Missing::Key)
+    }
+
+    pub fn put(&self, bucket: &str, key: &str, obj: StoredObject) -> Result<(), Missing> {
+        if let Some(dir) = &self.dir {
+            let path = dir.join(bucket).join(key);
+            if let Some(p) = path.parent() {
+                std::fs::create_dir_all(p).ok();
+            }
+            if let Err(e) = std::fs::write(&path, &obj.data) {
+                tracing::warn!(path = %path.display(), error = %e, "write-through failed");
+            }
+        }
+        let mut b = self.buckets.write().unwrap();
+        b.get_mut(bucket)
+            .ok_or(Missing::Bucket)?
+            .insert(key.to_owned(), obj);
+        Ok(())
+    }
+
+    /// S3 DELETE is idempotent: deleting a missing key succeeds.
+    pub fn delete(&self, bucket: &str, key: &str) -> Result<(), Missing> {
+        let mut b = self.buckets.write().unwrap();
+        b.get_mut(bucket).ok_or(Missing::Bucket)?.remove(key);
+        if let Some(dir) = &self.dir {
+            std::fs::remove_file(dir.join(bucket).join(key)).ok();
+        }
+        Ok(())
+    }
+
+    /// Runs `f` over the keys of `bucket` from `start` (exclusive) on, in order, until it
+    /// returns false.
+    pub fn scan(
+        &self,
+        bucket: &str,
+        after: Option<&str>,
+        mut f: impl FnMut(&str, &StoredObject) -> bool,
+    ) -> Result<(), Missing> {
+        use std::ops::Bound;
+        let b = self.buckets.read().unwrap();
+        let objs = b.get(bucket).ok_or(Missing::Bucket)?;
+        let lower = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_owned()));
+        for (k, v) in objs.range((lower, Bound::Unbounded)) {
+            if !f(k, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    Bucket,
+    Key,
+}
