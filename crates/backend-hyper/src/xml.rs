@@ -1,0 +1,134 @@
+//! The S3 XML documents this backend reads and writes.
+
+use serde::Deserialize;
+use std::time::SystemTime;
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "PascalCase")]
+pub struct ErrorDoc {
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub message: String,
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ListBucketResult {
+    #[serde(default)]
+    pub contents: Vec<Contents>,
+    #[serde(default)]
+    pub common_prefixes: Vec<CommonPrefix>,
+    #[serde(default)]
+    pub is_truncated: bool,
+    pub next_continuation_token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Contents {
+    pub key: String,
+    pub size: u64,
+    #[serde(rename = "ETag")]
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CommonPrefix {
+    pub prefix: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct InitiateMultipartUploadResult {
+    pub upload_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CompleteMultipartUploadResult {
+    #[serde(rename = "ETag")]
+    pub etag: Option<String>,
+}
+
+pub fn parse<'a, T: Deserialize<'a>>(body: &'a str) -> Result<T, quick_xml::DeError> {
+    quick_xml::de::from_str(body)
+}
+
+/// `CompleteMultipartUpload`'s request body.
+pub fn complete_body(parts: &[(u32, String)]) -> String {
+    let mut s = String::from("<CompleteMultipartUpload>");
+    for (n, etag) in parts {
+        s.push_str(&format!(
+            "<Part><PartNumber>{n}</PartNumber><ETag>{}</ETag></Part>",
+            quick_xml::escape::escape(etag.as_str())
+        ));
+    }
+    s.push_str("</CompleteMultipartUpload>");
+    s
+}
+
+/// ISO 8601 timestamps as S3 listings give them (`2024-01-02T03:04:05.000Z`).
+pub fn parse_iso8601(s: &str) -> Option<SystemTime> {
+    // Days from the civil date: Howard Hinnant's days_from_civil.
+    let b = s.as_bytes();
+    if b.len() < 19 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    u64::try_from(secs)
+        .ok()
+        .map(|s| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_listing_and_errors() {
+        let doc = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><IsTruncated>true</IsTruncated>
+<Contents><Key>a/1</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified><ETag>"abc"</ETag><Size>12</Size></Contents>
+<CommonPrefixes><Prefix>a/b/</Prefix></CommonPrefixes><NextContinuationToken>tok</NextContinuationToken></ListBucketResult>"#;
+        let l: ListBucketResult = parse(doc).unwrap();
+        assert!(l.is_truncated);
+        assert_eq!(l.contents[0].key, "a/1");
+        assert_eq!(l.contents[0].size, 12);
+        assert_eq!(l.contents[0].etag.as_deref(), Some("\"abc\""));
+        assert_eq!(l.common_prefixes[0].prefix, "a/b/");
+        assert_eq!(l.next_continuation_token.as_deref(), Some("tok"));
+        let t = parse_iso8601(l.contents[0].last_modified.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
+            1_704_164_645
+        );
+
+        let e: ErrorDoc = parse("<Error><Code>SlowDown</Code><Message>Reduce</Message><RequestId>r-1</RequestId></Error>").unwrap();
+        assert_eq!(
+            (e.code.as_str(), e.message.as_str(), e.request_id.as_deref()),
+            ("SlowDown", "Reduce", Some("r-1"))
+        );
+    }
+
+    #[test]
+    fn complete_body_escapes_etags() {
+        assert_eq!(
+            complete_body(&[(1, "\"a\"".into())]),
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;a&quot;</ETag></Part></CompleteMultipartUpload>"
+        );
+    }
+}
