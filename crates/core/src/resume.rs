@@ -91,27 +91,21 @@ pub async fn get_with_resume(
     let mut attempts = 0;
     loop {
         let got = (dst.written() - origin) as u64;
-        let req_range = match (range, got) {
-            (None, 0) => None,
-            (None, n) => Some(ByteRange::from_offset(n)),
-            (Some(r), n) => match r.advance(n) {
-                Some(rest) => Some(rest),
-                None => {
-                    return Ok(GetInfo {
-                        bytes: got,
-                        object_size,
-                        etag,
-                    });
-                }
-            },
+        // What is still missing; `None` once everything asked for has arrived.
+        let missing = match range {
+            None if got == 0 => Some(None),
+            None if object_size == Some(got) => None,
+            None => Some(Some(ByteRange::from_offset(got))),
+            Some(r) => r.advance(got).map(Some),
         };
-        if range.is_none() && got > 0 && object_size == Some(got) {
+        let Some(req_range) = missing else {
             return Ok(GetInfo {
                 bytes: got,
                 object_size,
                 etag,
+                attempts,
             });
-        }
+        };
         let req = GetRequest {
             uri,
             range: req_range,
@@ -132,6 +126,7 @@ pub async fn get_with_resume(
                     bytes,
                     object_size,
                     etag,
+                    attempts,
                 });
             }
             Err(e) if policy.may_retry(&e, attempts) => {
@@ -212,6 +207,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(info.bytes, 1000);
+        assert_eq!(info.attempts, 3);
         assert_eq!(seg.as_slice(), &f.data[..]);
         let seen = f.seen.lock().unwrap().clone();
         assert_eq!(seen[0], (None, None));

@@ -43,6 +43,8 @@ pub struct GetInfo {
     /// The whole object's size, when the response said (Content-Range or Content-Length).
     pub object_size: Option<u64>,
     pub etag: Option<String>,
+    /// HTTP requests it took (1 unless retried or resumed).
+    pub attempts: u32,
 }
 
 /// The body of a PUT. Held as `Bytes` so multipart parts are zero-copy slices of it.

@@ -46,6 +46,18 @@ pub struct Faults {
     gets: AtomicU64,
     heads: AtomicU64,
     fired: AtomicU64,
+    active: AtomicU64,
+    peak: AtomicU64,
+}
+
+/// Marks one request as being served; see `Faults::peak_concurrency`.
+#[derive(Debug)]
+pub(crate) struct ActiveGuard<'a>(&'a Faults);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Faults {
@@ -74,6 +86,18 @@ impl Faults {
         }
         self.fired.fetch_add(1, Ordering::Relaxed);
         Some(fault)
+    }
+
+    /// Counts a request as in service until the guard drops (the handler returns).
+    pub(crate) fn enter(&self) -> ActiveGuard<'_> {
+        let now = self.active.fetch_add(1, Ordering::Relaxed) + 1;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+        ActiveGuard(self)
+    }
+
+    /// The most requests that were in their handlers at once (latency faults included).
+    pub fn peak_concurrency(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
     }
 
     /// A request-phase fault for this request, if one is armed.

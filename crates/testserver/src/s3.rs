@@ -32,6 +32,7 @@ impl MemoryS3 {
     }
 
     async fn request_fault(&self) -> S3Result<()> {
+        let _active = self.faults.enter();
         match self.faults.on_request() {
             Some(Fault::SlowDown) => Err(s3_error!(
                 SlowDown,

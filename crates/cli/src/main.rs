@@ -1,0 +1,121 @@
+//! `sluice`: serve a test store, generate a dataset, move objects, and benchmark.
+
+mod npz;
+mod objects;
+mod output;
+mod serve;
+
+use clap::{Args, Parser, Subcommand};
+use output::Failure;
+use sluice_core::{ObjectStore, StoreConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Read training data from S3-compatible storage at the speed of the network"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Where and how to reach the store; each falls back to the standard AWS environment.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// Client stack: hyper, awssdk or objectstore [default: $S3_BACKEND, else hyper]
+    #[arg(long)]
+    backend: Option<String>,
+    /// Endpoint URL [default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS]
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Region [default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, else us-east-1]
+    #[arg(long)]
+    region: Option<String>,
+    /// Extra CA certificates (PEM) [default: $AWS_CA_BUNDLE]
+    #[arg(long)]
+    ca_bundle: Option<PathBuf>,
+    /// Print one JSON document instead of text
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+impl StoreArgs {
+    pub async fn open(&self) -> Result<Arc<dyn ObjectStore>, Failure> {
+        let mut cfg = StoreConfig::from_env().await?;
+        if let Some(e) = &self.endpoint {
+            let url: url::Url = e.parse().map_err(|err| {
+                sluice_core::Error::config("--endpoint", format!("{e:?} is not a URL: {err}"))
+            })?;
+            cfg.path_style = true;
+            cfg.endpoint = Some(url);
+        }
+        if let Some(r) = &self.region {
+            cfg.region = r.clone();
+        }
+        if let Some(c) = &self.ca_bundle {
+            cfg.ca_bundle = Some(c.clone());
+        }
+        Ok(sluice_loader::registry::open(self.backend.as_deref(), cfg)?)
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the S3 test server (in memory, or over a directory) until interrupted
+    Serve(serve::ServeArgs),
+    /// Write a DLIO-style unet3d dataset of .npz records: PREFIX/train/<sub>/img_<i>_of_<N>.npz
+    Gen(objects::GenArgs),
+    /// List objects under a URI prefix
+    Ls(objects::LsArgs),
+    /// Read objects (URIs or prefixes); without -o the bytes are counted and discarded
+    Get(objects::GetArgs),
+    /// Upload a file
+    Put(objects::PutArgs),
+    /// Delete objects
+    Rm(objects::RmArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads())
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::from(output::EXIT_OTHER);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.cmd {
+            Cmd::Serve(a) => serve::run(a).await,
+            Cmd::Gen(a) => objects::generate(a).await,
+            Cmd::Ls(a) => objects::ls(a).await,
+            Cmd::Get(a) => objects::get(a).await,
+            Cmd::Put(a) => objects::put(a).await,
+            Cmd::Rm(a) => objects::rm(a).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("sluice: {f}");
+            ExitCode::from(f.exit_code())
+        }
+    }
+}
+
+/// Worker threads: SLUICE_THREADS, else one per CPU this process may run on.
+fn threads() -> usize {
+    std::env::var("SLUICE_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}

@@ -1,0 +1,339 @@
+//! `sluice gen | ls | get | put | rm`.
+
+use crate::StoreArgs;
+use crate::output::{Failure, mb_per_s, progress};
+use bytes::Bytes;
+use clap::Args;
+use futures::{StreamExt, TryStreamExt};
+use sluice_core::{ListEntry, ObjectStore, ObjectUri};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn parse_uri(s: &str) -> Result<ObjectUri, Failure> {
+    Ok(ObjectUri::parse(s)?)
+}
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    uri: String,
+    /// List every key below, not just the next level
+    #[arg(short, long)]
+    recursive: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub async fn ls(a: LsArgs) -> Result<(), Failure> {
+    let store = a.store.open().await?;
+    let uri = parse_uri(&a.uri)?;
+    let mut entries = store.list(&uri, a.recursive);
+    let mut json = Vec::new();
+    while let Some(e) = entries.try_next().await? {
+        match (&e, a.store.json) {
+            (ListEntry::Object(m), false) => println!("{:>14}  {}", m.size, m.uri),
+            (ListEntry::Prefix(p), false) => println!("{:>14}  {p}", "PRE"),
+            (ListEntry::Object(m), true) => json.push(
+                serde_json::json!({"uri": m.uri.to_string(), "size": m.size, "etag": m.etag}),
+            ),
+            (ListEntry::Prefix(p), true) => {
+                json.push(serde_json::json!({"uri": p.to_string(), "prefix": true}))
+            }
+        }
+    }
+    if a.store.json {
+        println!("{}", serde_json::Value::Array(json));
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Object URIs, or prefixes (ending in `/`) to read everything under
+    #[arg(required = true)]
+    uris: Vec<String>,
+    /// Objects in flight
+    #[arg(short = 'j', long, default_value_t = 16)]
+    jobs: usize,
+    /// Write objects under this directory (keys become paths)
+    #[arg(short, long)]
+    out: Option<PathBuf>,
+    /// Check every byte against sluice's deterministic pattern (objects from `serve --populate`)
+    #[arg(long)]
+    verify: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// Object URIs with the size a listing gave, if any.
+async fn expand(
+    store: &dyn ObjectStore,
+    uris: &[String],
+) -> Result<Vec<(ObjectUri, Option<u64>)>, Failure> {
+    let mut out = Vec::new();
+    for s in uris {
+        let uri = parse_uri(s)?;
+        if uri.key().is_empty() || uri.key().ends_with('/') {
+            let listed: Vec<ListEntry> = store.list(&uri, true).try_collect().await?;
+            if listed.is_empty() {
+                return Err(sluice_core::Error::NotFound {
+                    uri: uri.to_string(),
+                    code: "no objects under this prefix".into(),
+                }
+                .into());
+            }
+            out.extend(listed.into_iter().filter_map(|e| match e {
+                ListEntry::Object(m) => Some((m.uri, Some(m.size))),
+                ListEntry::Prefix(_) => None,
+            }));
+        } else {
+            out.push((uri, None));
+        }
+    }
+    Ok(out)
+}
+
+pub async fn get(a: GetArgs) -> Result<(), Failure> {
+    if a.jobs == 0 {
+        return Err(Failure::Usage("-j/--jobs must be at least 1".into()));
+    }
+    let store = a.store.open().await?;
+    let targets = expand(store.as_ref(), &a.uris).await?;
+    let known: u64 = targets.iter().filter_map(|t| t.1).sum();
+    let pb = progress(known.max(1), true, a.store.json);
+    let t0 = Instant::now();
+    let out = a.out.clone();
+    let verify = a.verify;
+    let mut results = futures::stream::iter(targets.clone())
+        .map(|(uri, size)| {
+            let store = store.clone();
+            let out = out.clone();
+            tokio::spawn(async move { fetch_one(store, uri, size, out, verify).await })
+        })
+        .buffer_unordered(a.jobs);
+    let (mut objects, mut bytes) = (0u64, 0u64);
+    while let Some(r) = results.next().await {
+        let n = r.map_err(|e| Failure::Other(format!("a fetch task failed: {e}")))??;
+        objects += 1;
+        bytes += n;
+        pb.inc(n);
+    }
+    pb.finish_and_clear();
+    let elapsed = t0.elapsed();
+    if a.store.json {
+        println!(
+            "{}",
+            serde_json::json!({"objects": objects, "bytes": bytes, "seconds": elapsed.as_secs_f64(), "mb_per_s": mb_per_s(bytes, elapsed), "backend": store.backend()})
+        );
+    } else {
+        println!(
+            "{objects} objects, {bytes} bytes in {:.3} s: {:.1} MB/s ({})",
+            elapsed.as_secs_f64(),
+            mb_per_s(bytes, elapsed),
+            store.backend()
+        );
+    }
+    Ok(())
+}
+
+async fn fetch_one(
+    store: Arc<dyn ObjectStore>,
+    uri: ObjectUri,
+    size: Option<u64>,
+    out: Option<PathBuf>,
+    verify: bool,
+) -> Result<u64, Failure> {
+    let data = store.get(&uri, None).await?;
+    if let Some(s) = size
+        && s != data.len() as u64
+    {
+        return Err(sluice_core::Error::integrity(
+            uri.to_string(),
+            format!("listed as {s} bytes, read {}", data.len()),
+        )
+        .into());
+    }
+    if verify && let Err(at) = sluice_core::pattern::verify(uri.key(), 0, &data) {
+        return Err(sluice_core::Error::integrity(
+            uri.to_string(),
+            format!("wrong byte at offset {at}"),
+        )
+        .into());
+    }
+    if let Some(dir) = out {
+        let path = dir.join(uri.key());
+        if let Some(p) = path.parent() {
+            tokio::fs::create_dir_all(p)
+                .await
+                .map_err(|e| Failure::Other(format!("creating {}: {e}", p.display())))?;
+        }
+        tokio::fs::write(&path, &data)
+            .await
+            .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))?;
+    }
+    Ok(data.len() as u64)
+}
+
+#[derive(Args, Debug)]
+pub struct PutArgs {
+    /// Local file
+    file: PathBuf,
+    /// Destination object URI
+    uri: String,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub async fn put(a: PutArgs) -> Result<(), Failure> {
+    let uri = parse_uri(&a.uri)?;
+    let data = tokio::fs::read(&a.file)
+        .await
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
+    let store = a.store.open().await?;
+    let len = data.len();
+    let t0 = Instant::now();
+    let info = store.put(&uri, Bytes::from(data).into()).await?;
+    if a.store.json {
+        println!(
+            "{}",
+            serde_json::json!({"uri": uri.to_string(), "bytes": len, "etag": info.etag, "parts": info.parts})
+        );
+    } else {
+        println!(
+            "{uri}: {len} bytes in {:.3} s{}",
+            t0.elapsed().as_secs_f64(),
+            info.parts
+                .map(|p| format!(" ({p} parts)"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct RmArgs {
+    #[arg(required = true)]
+    uris: Vec<String>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub async fn rm(a: RmArgs) -> Result<(), Failure> {
+    let store = a.store.open().await?;
+    for s in &a.uris {
+        let uri = parse_uri(s)?;
+        store.delete(&uri).await?;
+        if !a.store.json {
+            println!("deleted {uri}");
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Where the dataset goes: s3://bucket/prefix/
+    uri: String,
+    /// Number of records
+    #[arg(long, default_value_t = 24)]
+    count: usize,
+    /// Size of each record (bytes, or 140MiB); unet3d's mean is 146600628
+    #[arg(long, default_value = "146600628", value_parser = crate::serve::parse_size)]
+    size: u64,
+    /// Records per subfolder
+    #[arg(long, default_value_t = 1000)]
+    per_folder: usize,
+    /// Uploads in flight
+    #[arg(short = 'j', long, default_value_t = 4)]
+    jobs: usize,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// `train/<sub>/img_<i>_of_<N>.npz` keys under `prefix`, DLIO's layout.
+pub fn dataset_keys(prefix: &str, count: usize, per_folder: usize) -> Vec<String> {
+    let prefix = if prefix.is_empty() || prefix.ends_with('/') {
+        prefix.to_owned()
+    } else {
+        format!("{prefix}/")
+    };
+    let width = count.saturating_sub(1).max(1).to_string().len();
+    (0..count)
+        .map(|i| {
+            format!(
+                "{prefix}train/{:0width$}/img_{i}_of_{count}.npz",
+                i / per_folder.max(1)
+            )
+        })
+        .collect()
+}
+
+pub async fn generate(a: GenArgs) -> Result<(), Failure> {
+    if a.jobs == 0 || a.count == 0 {
+        return Err(Failure::Usage(
+            "--count and -j/--jobs must be at least 1".into(),
+        ));
+    }
+    let base = parse_uri(&a.uri)?;
+    let store = a.store.open().await?;
+    let keys = dataset_keys(base.key(), a.count, a.per_folder);
+    let pb = progress(a.count as u64, false, a.store.json);
+    let t0 = Instant::now();
+    let size = a.size as usize;
+    let mut puts = futures::stream::iter(keys)
+        .map(|key| {
+            let store = store.clone();
+            let uri = base.with_key(key);
+            tokio::spawn(async move {
+                let record = tokio::task::spawn_blocking({
+                    let k = uri.key().to_owned();
+                    move || crate::npz::record(&k, size)
+                })
+                .await
+                .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
+                let n = record.len() as u64;
+                store.put(&uri, Bytes::from(record).into()).await?;
+                Ok::<u64, Failure>(n)
+            })
+        })
+        .buffer_unordered(a.jobs);
+    let mut bytes = 0;
+    while let Some(r) = puts.next().await {
+        bytes += r.map_err(|e| Failure::Other(format!("an upload task failed: {e}")))??;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let elapsed = t0.elapsed();
+    if a.store.json {
+        println!(
+            "{}",
+            serde_json::json!({"objects": a.count, "bytes": bytes, "seconds": elapsed.as_secs_f64()})
+        );
+    } else {
+        println!(
+            "wrote {} records, {bytes} bytes under {base} in {:.1} s ({:.1} MB/s)",
+            a.count,
+            elapsed.as_secs_f64(),
+            mb_per_s(bytes, elapsed)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dataset_layout_matches_dlio() {
+        let k = dataset_keys("data", 3, 2);
+        assert_eq!(
+            k,
+            vec![
+                "data/train/0/img_0_of_3.npz",
+                "data/train/0/img_1_of_3.npz",
+                "data/train/1/img_2_of_3.npz"
+            ]
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! What to read: a list of objects, how it is shuffled and how it is split across ranks and
+//! workers.
+
+use futures::TryStreamExt;
+use sluice_core::{ListEntry, ObjectStore, ObjectUri, Result};
+
+/// One object to read; `size` when a listing told us (so no HEAD is ever needed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub uri: ObjectUri,
+    pub size: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dataset {
+    items: Vec<Item>,
+}
+
+impl Dataset {
+    /// From URIs as given: no listing, no HEAD; sizes are learned while reading.
+    pub fn from_uris(uris: impl IntoIterator<Item = ObjectUri>) -> Self {
+        Self {
+            items: uris
+                .into_iter()
+                .map(|uri| Item { uri, size: None })
+                .collect(),
+        }
+    }
+
+    /// From a listing of `prefix` (one paginated, recursive listing), keeping the sizes it
+    /// reports; only keys ending with `suffix` when given.
+    pub async fn from_prefix(
+        store: &dyn ObjectStore,
+        prefix: &ObjectUri,
+        suffix: Option<&str>,
+    ) -> Result<Self> {
+        let items = store
+            .list(prefix, true)
+            .try_filter_map(|e| async move {
+                Ok(match e {
+                    ListEntry::Object(m) if suffix.is_none_or(|s| m.uri.key().ends_with(s)) => {
+                        Some(Item {
+                            uri: m.uri,
+                            size: Some(m.size),
+                        })
+                    }
+                    _ => None,
+                })
+            })
+            .try_collect()
+            .await?;
+        Ok(Self { items })
+    }
+
+    pub fn from_items(items: Vec<Item>) -> Self {
+        Self { items }
+    }
+
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Which part of the dataset this reader takes, and in what order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sharding {
+    pub rank: usize,
+    pub world_size: usize,
+    pub worker_id: usize,
+    pub num_workers: usize,
+}
+
+impl Default for Sharding {
+    fn default() -> Self {
+        Self {
+            rank: 0,
+            world_size: 1,
+            worker_id: 0,
+            num_workers: 1,
+        }
+    }
+}
+
+impl Sharding {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |option: &str, reason: String| Err(sluice_core::Error::config(option, reason));
+        if self.world_size == 0 {
+            return bad("world_size", "must be at least 1".into());
+        }
+        if self.rank >= self.world_size {
+            return bad(
+                "rank",
+                format!(
+                    "rank {} is not below world_size {}",
+                    self.rank, self.world_size
+                ),
+            );
+        }
+        if self.num_workers == 0 {
+            return bad("num_workers", "must be at least 1".into());
+        }
+        if self.worker_id >= self.num_workers {
+            return bad(
+                "worker_id",
+                format!(
+                    "worker_id {} is not below num_workers {}",
+                    self.worker_id, self.num_workers
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Shard number among `world_size × num_workers`.
+    fn index(&self) -> usize {
+        self.rank * self.num_workers + self.worker_id
+    }
+
+    fn count(&self) -> usize {
+        self.world_size * self.num_workers
+    }
+}
+
+/// The indices this reader visits for `epoch`: the whole dataset is permuted identically on
+/// every rank (same seed and epoch), then dealt round-robin, so shards are disjoint and
+/// together complete, whatever the shuffle — DistributedSampler's rule.
+pub fn plan_indices(
+    len: usize,
+    shuffle_seed: Option<u64>,
+    epoch: u64,
+    sharding: Sharding,
+) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    if let Some(seed) = shuffle_seed {
+        fastrand::Rng::with_seed(seed ^ epoch.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .shuffle(&mut order);
+    }
+    let (me, n) = (sharding.index(), sharding.count());
+    order
+        .into_iter()
+        .enumerate()
+        .filter(|(pos, _)| pos % n == me)
+        .map(|(_, i)| i)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn shards_are_disjoint_and_complete(len in 0usize..500, world in 1usize..5, workers in 1usize..5, seed in proptest::option::of(any::<u64>()), epoch in 0u64..4) {
+            let mut seen = vec![0u32; len];
+            for rank in 0..world {
+                for worker in 0..workers {
+                    let s = Sharding { rank, world_size: world, worker_id: worker, num_workers: workers };
+                    for i in plan_indices(len, seed, epoch, s) {
+                        seen[i] += 1;
+                    }
+                }
+            }
+            prop_assert!(seen.iter().all(|&c| c == 1));
+        }
+    }
+
+    #[test]
+    fn shuffle_is_seeded_and_changes_per_epoch() {
+        let s = Sharding::default();
+        let a = plan_indices(100, Some(7), 0, s);
+        assert_eq!(
+            a,
+            plan_indices(100, Some(7), 0, s),
+            "same seed and epoch, same order"
+        );
+        assert_ne!(
+            a,
+            plan_indices(100, Some(7), 1, s),
+            "a new permutation each epoch"
+        );
+        assert_ne!(a, (0..100).collect::<Vec<_>>());
+        assert_eq!(plan_indices(5, None, 3, s), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn invalid_sharding_names_the_option() {
+        let e = Sharding {
+            rank: 2,
+            world_size: 2,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.to_string().contains("rank"), "{e}");
+    }
+}

@@ -1,0 +1,194 @@
+//! Reading one object: a single GET, or parallel ranged GETs into one buffer.
+
+use crate::pool::BufferPool;
+use bytes::Bytes;
+use sluice_core::{
+    ByteRange, Error, ObjectStore, ObjectUri, RangePlanner, Result, Segment, SegmentedBuffer,
+};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// What one object fetch needs, shared by all fetches of a loader.
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    pub store: Arc<dyn ObjectStore>,
+    pub planner: RangePlanner,
+    pub pool: Arc<BufferPool>,
+    /// Global cap on HTTP requests in flight across all objects.
+    pub requests: Arc<Semaphore>,
+}
+
+/// A fetched object and what it cost.
+#[derive(Debug)]
+pub struct Fetched {
+    pub data: Bytes,
+    pub requests: u32,
+    pub attempts: u32,
+}
+
+impl Fetcher {
+    pub async fn fetch(&self, uri: &ObjectUri, size: Option<u64>) -> Result<Fetched> {
+        match size {
+            Some(size) => self.fetch_known(uri, size).await,
+            None => self.fetch_unknown(uri).await,
+        }
+    }
+
+    async fn fetch_known(&self, uri: &ObjectUri, size: u64) -> Result<Fetched> {
+        let len = to_usize(uri, size)?;
+        match self.planner.plan(size) {
+            None => {
+                let mut seg = Segment::from_buffer(self.pool.take(len), len);
+                let info = self.get_into(uri, None, &mut seg).await?;
+                Ok(Fetched {
+                    data: self.finish(uri, seg)?,
+                    requests: 1,
+                    attempts: info.attempts,
+                })
+            }
+            Some(ranges) => self.fetch_ranges(uri, len, &ranges, None).await,
+        }
+    }
+
+    /// Size unknown: the first ranged GET learns it from Content-Range (no HEAD round trip);
+    /// small objects are done in that one request.
+    async fn fetch_unknown(&self, uri: &ObjectUri) -> Result<Fetched> {
+        let first =
+            ByteRange::with_len(0, self.planner.chunk_size.get()).expect("chunk size is non-zero");
+        let mut seg = Segment::growable();
+        let info = match self.get_into(uri, Some(first), &mut seg).await {
+            // S3 answers a range on an empty object with 416: read it plainly.
+            Err(Error::Service { status: 416, .. }) => {
+                let info = self.get_into(uri, None, &mut seg).await?;
+                return Ok(Fetched {
+                    data: self.finish(uri, seg)?,
+                    requests: 2,
+                    attempts: info.attempts + 1,
+                });
+            }
+            r => r?,
+        };
+        let size = info.object_size.ok_or_else(|| {
+            Error::integrity(
+                uri.to_string(),
+                "ranged response did not give the object size",
+            )
+        })?;
+        if size == info.bytes {
+            return Ok(Fetched {
+                data: self.finish(uri, seg)?,
+                requests: 1,
+                attempts: info.attempts,
+            });
+        }
+        let len = to_usize(uri, size)?;
+        // Large: the planned chunks (the first is the one in hand). Otherwise: one more
+        // request for everything after the first chunk.
+        let rest = self.planner.plan(size).unwrap_or_else(|| {
+            vec![
+                first,
+                ByteRange::new(info.bytes, size).expect("size > first chunk"),
+            ]
+        });
+        // The first chunk already sits in its own buffer: one chunk's copy is the price of not
+        // knowing the size up front, against a HEAD round trip per object.
+        let mut fetched = self
+            .fetch_ranges(uri, len, &rest, Some(seg.as_slice()))
+            .await?;
+        fetched.requests += 1;
+        fetched.attempts += info.attempts;
+        Ok(fetched)
+    }
+
+    /// Every range its own task, each writing its own segment of one buffer. With `head`, the
+    /// first range's bytes are already known and copied in instead of fetched.
+    async fn fetch_ranges(
+        &self,
+        uri: &ObjectUri,
+        len: usize,
+        ranges: &[ByteRange],
+        head: Option<&[u8]>,
+    ) -> Result<Fetched> {
+        let lens: Vec<usize> = ranges
+            .iter()
+            .map(|r| r.len().expect("planned ranges are bounded") as usize)
+            .collect();
+        let mut segments = SegmentedBuffer::split_buffer(self.pool.take(len), &lens);
+        let skip = match head {
+            Some(bytes) => {
+                segments[0]
+                    .write(bytes)
+                    .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
+                1
+            }
+            None => 0,
+        };
+        let mut tasks = JoinSet::new();
+        for (i, (seg, range)) in segments.into_iter().zip(ranges.iter().copied()).enumerate() {
+            if i < skip {
+                tasks.spawn(async move { Ok((i, seg, 0)) });
+                continue;
+            }
+            let this = self.clone();
+            let uri = uri.clone();
+            tasks.spawn(async move {
+                let mut seg = seg;
+                let info = this.get_into(&uri, Some(range), &mut seg).await?;
+                Ok::<_, Error>((i, seg, info.attempts))
+            });
+        }
+        let mut done: Vec<Option<Segment>> = (0..lens.len()).map(|_| None).collect();
+        let mut attempts = 0;
+        while let Some(joined) = tasks.join_next().await {
+            let (i, seg, a) = joined.map_err(|e| {
+                Error::transport(uri.to_string(), format!("range task failed: {e}"))
+            })??;
+            done[i] = Some(seg);
+            attempts += a;
+        }
+        let segments: Vec<Segment> = done
+            .into_iter()
+            .map(|s| s.expect("every range task reported"))
+            .collect();
+        let data = SegmentedBuffer::join(segments)
+            .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
+        Ok(Fetched {
+            data: self.pool.share(data),
+            requests: (ranges.len() - skip) as u32,
+            attempts,
+        })
+    }
+
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        seg: &mut Segment,
+    ) -> Result<sluice_core::GetInfo> {
+        let _permit = self
+            .requests
+            .acquire()
+            .await
+            .map_err(|_| Error::Cancelled {
+                uri: uri.to_string(),
+            })?;
+        self.store.get_into(uri, range, seg).await
+    }
+
+    fn finish(&self, uri: &ObjectUri, seg: Segment) -> Result<Bytes> {
+        let data = seg
+            .freeze()
+            .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
+        Ok(self.pool.share(data))
+    }
+}
+
+fn to_usize(uri: &ObjectUri, size: u64) -> Result<usize> {
+    usize::try_from(size).map_err(|_| {
+        Error::integrity(
+            uri.to_string(),
+            format!("object of {size} bytes does not fit in memory"),
+        )
+    })
+}

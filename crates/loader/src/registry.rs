@@ -1,0 +1,91 @@
+//! Which backend serves a store: chosen by cargo features at build time and by name at run
+//! time (an explicit option, else `S3_BACKEND`, else `hyper`).
+
+use sluice_core::{Error, ObjectStore, Result, StoreConfig};
+use std::sync::Arc;
+
+/// Every backend sluice knows, compiled in or not.
+pub const KNOWN: &[&str] = &["hyper", "awssdk", "objectstore"];
+
+/// The backends this build contains.
+pub fn compiled() -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if cfg!(feature = "hyper") {
+        v.push("hyper");
+    }
+    v
+}
+
+/// The backend name to use: `explicit`, else `S3_BACKEND`, else `hyper`. Returns the name
+/// and which setting chose it (for error messages).
+pub fn choose(explicit: Option<&str>) -> (String, &'static str) {
+    match explicit.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(n) => (n.to_ascii_lowercase(), "backend"),
+        None => match std::env::var("S3_BACKEND")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+        {
+            Some(n) => (n.trim().to_ascii_lowercase(), "S3_BACKEND"),
+            None => ("hyper".into(), "backend"),
+        },
+    }
+}
+
+/// Builds the named backend (see `choose`) over `cfg`.
+pub fn open(explicit: Option<&str>, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
+    let (name, option) = choose(explicit);
+    build(&name, option, cfg)
+}
+
+fn build(name: &str, option: &str, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
+    let available = compiled().join(", ");
+    match name {
+        #[cfg(feature = "hyper")]
+        "hyper" => Ok(Arc::new(sluice_backend_hyper::HyperStore::new(cfg)?)),
+        n if KNOWN.contains(&n) => Err(Error::config(
+            option,
+            format!(
+                "backend {n:?} is not compiled into this build (enable the cargo feature {n:?}); available: {available}"
+            ),
+        )),
+        n => Err(Error::config(
+            option,
+            format!("unknown backend {n:?}; available: {available}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::CredentialsCache;
+
+    fn cfg() -> StoreConfig {
+        StoreConfig::new(
+            Some("http://127.0.0.1:1".parse().unwrap()),
+            "us-east-1",
+            CredentialsCache::anonymous(),
+        )
+    }
+
+    #[test]
+    fn unknown_names_list_what_is_available() {
+        let err = build("nope", "S3_BACKEND", cfg()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("S3_BACKEND")
+                && msg.contains("\"nope\"")
+                && msg.contains("available: hyper"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn known_but_absent_backends_say_how_to_get_them() {
+        for name in KNOWN.iter().filter(|n| !compiled().contains(n)) {
+            let msg = build(name, "backend", cfg()).unwrap_err().to_string();
+            assert!(msg.contains("not compiled"), "{msg}");
+        }
+        assert_eq!(build("hyper", "backend", cfg()).unwrap().backend(), "hyper");
+    }
+}

@@ -1,0 +1,140 @@
+//! What a loader did: counts, throughput, per-object latency and gaps between batches.
+
+use hdrhistogram::Histogram;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Stats {
+    started: Instant,
+    last_delivery: Mutex<Option<Instant>>,
+    objects: AtomicU64,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+    attempts: AtomicU64,
+    errors: AtomicU64,
+    /// Per-object fetch latency, microseconds.
+    latency: Mutex<Histogram<u64>>,
+    /// Time between consecutive `collect_batch` returns, microseconds.
+    gaps: Mutex<Histogram<u64>>,
+    last_batch: Mutex<Option<Instant>>,
+}
+
+/// A point-in-time copy of `Stats`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatsSnapshot {
+    pub objects: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+    pub mb_per_s: f64,
+    pub requests: u64,
+    /// Extra HTTP attempts beyond one per request (retries and resumptions).
+    pub retries: u64,
+    pub errors: u64,
+    pub latency_p50: Duration,
+    pub latency_p99: Duration,
+    pub batch_gap_p50: Duration,
+    pub batch_gap_max: Duration,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            started: Instant::now(),
+            last_delivery: Mutex::default(),
+            objects: AtomicU64::default(),
+            bytes: AtomicU64::default(),
+            requests: AtomicU64::default(),
+            attempts: AtomicU64::default(),
+            errors: AtomicU64::default(),
+            latency: Mutex::new(histogram()),
+            gaps: Mutex::new(histogram()),
+            last_batch: Mutex::default(),
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, 3_600_000_000)
+}
+
+impl Stats {
+    pub(crate) fn fetched(&self, bytes: u64, requests: u32, attempts: u32, latency: Duration) {
+        self.objects.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.requests
+            .fetch_add(u64::from(requests), Ordering::Relaxed);
+        self.attempts
+            .fetch_add(u64::from(attempts), Ordering::Relaxed);
+        self.latency
+            .lock()
+            .unwrap()
+            .saturating_record(micros(latency));
+    }
+
+    pub(crate) fn failed(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn delivered(&self) {
+        *self.last_delivery.lock().unwrap() = Some(Instant::now());
+    }
+
+    pub(crate) fn batch_returned(&self) {
+        let now = Instant::now();
+        let mut last = self.last_batch.lock().unwrap();
+        if let Some(prev) = last.replace(now) {
+            self.gaps
+                .lock()
+                .unwrap()
+                .saturating_record(micros(now - prev));
+        }
+    }
+
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let end = self
+            .last_delivery
+            .lock()
+            .unwrap()
+            .unwrap_or_else(Instant::now);
+        let elapsed = end.saturating_duration_since(self.started);
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        let requests = self.requests.load(Ordering::Relaxed);
+        let lat = self.latency.lock().unwrap();
+        let gaps = self.gaps.lock().unwrap();
+        let us = |h: &Histogram<u64>, q: f64| {
+            if h.is_empty() {
+                Duration::ZERO
+            } else {
+                Duration::from_micros(h.value_at_quantile(q))
+            }
+        };
+        StatsSnapshot {
+            objects: self.objects.load(Ordering::Relaxed),
+            bytes,
+            elapsed,
+            mb_per_s: bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9),
+            requests,
+            retries: self
+                .attempts
+                .load(Ordering::Relaxed)
+                .saturating_sub(requests),
+            errors: self.errors.load(Ordering::Relaxed),
+            latency_p50: us(&lat, 0.5),
+            latency_p99: us(&lat, 0.99),
+            batch_gap_p50: us(&gaps, 0.5),
+            batch_gap_max: if gaps.is_empty() {
+                Duration::ZERO
+            } else {
+                Duration::from_micros(gaps.max())
+            },
+        }
+    }
+}

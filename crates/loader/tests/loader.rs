@@ -1,0 +1,325 @@
+//! The loader against the in-process test server, for every compiled backend.
+
+use bytes::Bytes;
+use sluice_core::{ObjectStore, ObjectUri, pattern};
+use sluice_loader::{Dataset, Loader, LoaderOptions, OnError, Order, Sharding};
+use sluice_testserver::conformance::{Scheme, config_for, within};
+use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn setup(backend: &str) -> (TestServer, Arc<dyn ObjectStore>) {
+    let server = TestServer::start(ServerOptions::default()).await.unwrap();
+    let store =
+        sluice_loader::registry::open(Some(backend), config_for(&server, Scheme::Http)).unwrap();
+    (server, store)
+}
+
+fn seed(server: &TestServer, prefix: &str, sizes: &[usize]) -> Vec<ObjectUri> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let key = format!("{prefix}{i:04}.bin");
+            server.insert(
+                DEFAULT_BUCKET,
+                &key,
+                Bytes::from(pattern::generate(&key, len)),
+            );
+            ObjectUri::new(DEFAULT_BUCKET, &key).unwrap()
+        })
+        .collect()
+}
+
+/// Small thresholds so "large" objects are split into many ranges without big test data.
+fn opts() -> LoaderOptions {
+    LoaderOptions {
+        prefetch: 4,
+        range_threshold: 1 << 20,
+        chunk_size: 256 << 10,
+        ..Default::default()
+    }
+}
+
+async fn drain(loader: &mut Loader) -> Vec<sluice_loader::Object> {
+    let mut out = Vec::new();
+    while let Some(o) = within("loader next", loader.next()).await {
+        let o = o.unwrap_or_else(|e| panic!("{e}"));
+        pattern::verify(o.uri.key(), 0, &o.data)
+            .unwrap_or_else(|at| panic!("{}: wrong byte at {at}", o.uri));
+        out.push(o);
+    }
+    out
+}
+
+fn for_each_backend() -> Vec<&'static str> {
+    sluice_loader::registry::compiled()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_dataset_reads_every_byte_without_head_and_splits_large_objects() {
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let sizes = [0, 1, 100_000, 3 << 20, (2 << 20) + 12345, 700_000];
+        let uris = seed(&server, "ds/", &sizes);
+        let ds = within(
+            "list",
+            Dataset::from_prefix(
+                store.as_ref(),
+                &ObjectUri::parse("s3://sluice-test/ds/").unwrap(),
+                Some(".bin"),
+            ),
+        )
+        .await
+        .unwrap();
+        assert_eq!(ds.len(), sizes.len());
+        let mut loader = Loader::new(
+            store.clone(),
+            &ds,
+            LoaderOptions {
+                order: Order::Input,
+                ..opts()
+            },
+        )
+        .unwrap();
+        let got = drain(&mut loader).await;
+        let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
+        assert_eq!(order, uris, "{backend}: input order kept");
+        assert_eq!(got.iter().map(|o| o.data.len()).collect::<Vec<_>>(), sizes);
+        assert_eq!(
+            server.faults().heads(),
+            0,
+            "{backend}: listing sizes spare every HEAD"
+        );
+        let stats = loader.stats();
+        // 3 MiB → 12 ranges, 2 MiB+ → 9 ranges, the rest one GET each.
+        assert_eq!(stats.requests, 12 + 9 + 4, "{backend}: {stats:?}");
+        assert_eq!(server.faults().gets(), 12 + 9 + 4);
+        assert_eq!(stats.bytes, sizes.iter().sum::<usize>() as u64);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uri_dataset_learns_sizes_from_the_first_range() {
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let sizes = [0, 10, 256 << 10, (3 << 20) + 1];
+        let uris = seed(&server, "u/", &sizes);
+        let mut loader = Loader::new(store, &Dataset::from_uris(uris.clone()), opts()).unwrap();
+        let got = drain(&mut loader).await;
+        let set: BTreeSet<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
+        assert_eq!(set, uris.into_iter().collect(), "{backend}");
+        assert_eq!(server.faults().heads(), 0, "{backend}: no HEAD round trips");
+        // empty: 416 then a plain GET (2); 10 B and 256 KiB: one ranged GET each; 3 MiB+1: 13 ranges.
+        assert_eq!(server.faults().requests(), 2 + 1 + 1 + 13, "{backend}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_are_disjoint_and_complete_over_the_wire() {
+    let (server, store) = setup("hyper").await;
+    let uris = seed(&server, "shard/", &[1000; 23]);
+    let ds = Dataset::from_uris(uris.clone());
+    let mut seen = Vec::new();
+    for rank in 0..2 {
+        for worker in 0..3 {
+            let sharding = Sharding {
+                rank,
+                world_size: 2,
+                worker_id: worker,
+                num_workers: 3,
+            };
+            let mut l = Loader::new(
+                store.clone(),
+                &ds,
+                LoaderOptions {
+                    sharding,
+                    shuffle_seed: Some(42),
+                    ..opts()
+                },
+            )
+            .unwrap();
+            seen.extend(drain(&mut l).await.into_iter().map(|o| o.uri));
+        }
+    }
+    assert_eq!(seen.len(), uris.len(), "no object twice");
+    assert_eq!(
+        seen.into_iter().collect::<BTreeSet<_>>(),
+        uris.into_iter().collect::<BTreeSet<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_loader_stops_all_work() {
+    let (server, store) = setup("hyper").await;
+    let uris = seed(&server, "drop/", &[50_000; 40]);
+    server
+        .faults()
+        .inject(Fault::Latency(Duration::from_millis(200)), 1000);
+    let mut loader = Loader::new(
+        store,
+        &Dataset::from_uris(uris),
+        LoaderOptions {
+            prefetch: 4,
+            ..opts()
+        },
+    )
+    .unwrap();
+    within("first object", loader.next())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(loader);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after_drop = server.faults().requests();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        server.faults().requests(),
+        after_drop,
+        "no request starts after the loader is dropped"
+    );
+    assert!(
+        after_drop < 15,
+        "only the prefetch window was ever requested: {after_drop}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_budget_bounds_objects_in_flight() {
+    for (budget, limit) in [(Some(3u64 << 20), 3), (None, 8)] {
+        let (server, store) = setup("hyper").await;
+        let uris = seed(&server, "mem/", &[1 << 20; 16]);
+        server
+            .faults()
+            .inject(Fault::Latency(Duration::from_millis(100)), 1000);
+        let o = LoaderOptions {
+            prefetch: 8,
+            memory_budget: budget,
+            range_threshold: u64::MAX,
+            ..opts()
+        };
+        let ds = Dataset::from_items(
+            uris.iter()
+                .map(|u| sluice_loader::Item {
+                    uri: u.clone(),
+                    size: Some(1 << 20),
+                })
+                .collect(),
+        );
+        let mut loader = Loader::new(store, &ds, o).unwrap();
+        assert_eq!(drain(&mut loader).await.len(), 16);
+        let peak = server.faults().peak_concurrency();
+        assert!(peak <= limit, "budget {budget:?}: {peak} requests at once");
+        if budget.is_none() {
+            assert!(
+                peak > 3,
+                "without a budget the prefetch window is used ({peak})"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_are_retried_and_counted() {
+    let (server, store) = setup("hyper").await;
+    let uris = seed(&server, "flaky/", &[2 << 20, 2 << 20, 500_000]);
+    server.faults().inject(Fault::ResetAfter(100_000), 3);
+    server.faults().inject(Fault::SlowDown, 2);
+    let mut loader = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
+    assert_eq!(drain(&mut loader).await.len(), 3);
+    let s = loader.stats();
+    assert!(s.retries >= 5, "{s:?}");
+    assert!(s.latency_p99 >= s.latency_p50 && s.latency_p50 > Duration::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_fail_fast_or_are_delivered() {
+    let (server, store) = setup("hyper").await;
+    let mut uris = seed(&server, "mixed/", &[1000; 6]);
+    uris.insert(
+        2,
+        ObjectUri::parse("s3://sluice-test/mixed/missing.bin").unwrap(),
+    );
+    let ds = Dataset::from_uris(uris);
+
+    let mut ff = Loader::new(
+        store.clone(),
+        &ds,
+        LoaderOptions {
+            order: Order::Input,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let mut items = Vec::new();
+    while let Some(i) = within("next", ff.next()).await {
+        items.push(i);
+    }
+    assert_eq!(items.len(), 3, "two objects, then the error, then the end");
+    let err = items.pop().unwrap().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("s3://sluice-test/mixed/missing.bin"),
+        "{err}"
+    );
+
+    let mut dl = Loader::new(
+        store,
+        &ds,
+        LoaderOptions {
+            on_error: OnError::Deliver,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let mut ok = 0;
+    let mut errs = 0;
+    while let Some(i) = within("next", dl.next()).await {
+        if i.is_ok() { ok += 1 } else { errs += 1 }
+    }
+    assert_eq!((ok, errs), (6, 1));
+    assert_eq!(dl.stats().errors, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collect_batch_fills_batches_until_the_end() {
+    let (server, store) = setup("hyper").await;
+    let uris = seed(&server, "batch/", &[100; 10]);
+    let mut l = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
+    let mut sizes = Vec::new();
+    loop {
+        let b = within("batch", l.collect_batch(4)).await;
+        if b.is_empty() {
+            break;
+        }
+        sizes.push(b.len());
+    }
+    assert_eq!(sizes, vec![4, 4, 2]);
+    assert_eq!(l.stats().objects, 10);
+}
+
+#[test]
+fn bad_options_name_the_option() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let _g = rt.enter();
+    let store = sluice_loader::registry::open(
+        Some("hyper"),
+        sluice_core::StoreConfig::new(
+            Some("http://127.0.0.1:1".parse().unwrap()),
+            "us-east-1",
+            sluice_core::CredentialsCache::anonymous(),
+        ),
+    )
+    .unwrap();
+    let err = Loader::new(
+        store,
+        &Dataset::default(),
+        LoaderOptions {
+            prefetch: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("prefetch"), "{err}");
+}
