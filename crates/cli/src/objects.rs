@@ -1,13 +1,13 @@
 //! `sluice gen | ls | get | put | rm`.
 
 use crate::StoreArgs;
-use crate::output::{Failure, mb_per_s, progress};
+use crate::output::{Failure, mb_per_s, process_cpu_seconds, progress};
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
+use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 fn parse_uri(s: &str) -> Result<ObjectUri, Failure> {
@@ -52,29 +52,43 @@ pub struct GetArgs {
     /// Object URIs, or prefixes (ending in `/`) to read everything under
     #[arg(required = true)]
     uris: Vec<String>,
-    /// Objects in flight
+    /// Objects in flight (the loader's prefetch)
     #[arg(short = 'j', long, default_value_t = 16)]
     jobs: usize,
+    /// Objects at least this large are read as parallel ranged GETs ("off": never)
+    #[arg(long, default_value = "32MiB", value_parser = parse_threshold)]
+    range_threshold: u64,
+    /// Size of each ranged GET
+    #[arg(long, default_value = "8MiB", value_parser = crate::serve::parse_size)]
+    chunk_size: u64,
     /// Write objects under this directory (keys become paths)
     #[arg(short, long)]
     out: Option<PathBuf>,
     /// Check every byte against sluice's deterministic pattern (objects from `serve --populate`)
     #[arg(long)]
     verify: bool,
+    /// Read everything this many times (buffers are reused from the second pass on)
+    #[arg(long, default_value_t = 1)]
+    epochs: u32,
     #[command(flatten)]
     store: StoreArgs,
 }
 
-/// Object URIs with the size a listing gave, if any.
-async fn expand(
-    store: &dyn ObjectStore,
-    uris: &[String],
-) -> Result<Vec<(ObjectUri, Option<u64>)>, Failure> {
-    let mut out = Vec::new();
+fn parse_threshold(s: &str) -> Result<u64, String> {
+    if s.eq_ignore_ascii_case("off") {
+        Ok(u64::MAX)
+    } else {
+        crate::serve::parse_size(s)
+    }
+}
+
+/// The objects named: URIs as given (size learned while reading), prefixes listed (sizes kept).
+async fn expand(store: &dyn ObjectStore, uris: &[String]) -> Result<Dataset, Failure> {
+    let mut items = Vec::new();
     for s in uris {
         let uri = parse_uri(s)?;
         if uri.key().is_empty() || uri.key().ends_with('/') {
-            let listed: Vec<ListEntry> = store.list(&uri, true).try_collect().await?;
+            let listed = Dataset::from_prefix(store, &uri, None).await?;
             if listed.is_empty() {
                 return Err(sluice_core::Error::NotFound {
                     uri: uri.to_string(),
@@ -82,96 +96,94 @@ async fn expand(
                 }
                 .into());
             }
-            out.extend(listed.into_iter().filter_map(|e| match e {
-                ListEntry::Object(m) => Some((m.uri, Some(m.size))),
-                ListEntry::Prefix(_) => None,
-            }));
+            items.extend(listed.items().iter().cloned());
         } else {
-            out.push((uri, None));
+            items.push(Item { uri, size: None });
         }
     }
-    Ok(out)
+    Ok(Dataset::from_items(items))
 }
 
 pub async fn get(a: GetArgs) -> Result<(), Failure> {
-    if a.jobs == 0 {
-        return Err(Failure::Usage("-j/--jobs must be at least 1".into()));
-    }
     let store = a.store.open().await?;
-    let targets = expand(store.as_ref(), &a.uris).await?;
-    let known: u64 = targets.iter().filter_map(|t| t.1).sum();
-    let pb = progress(known.max(1), true, a.store.json);
-    let t0 = Instant::now();
-    let out = a.out.clone();
-    let verify = a.verify;
-    let mut results = futures::stream::iter(targets.clone())
-        .map(|(uri, size)| {
-            let store = store.clone();
-            let out = out.clone();
-            tokio::spawn(async move { fetch_one(store, uri, size, out, verify).await })
-        })
-        .buffer_unordered(a.jobs);
-    let (mut objects, mut bytes) = (0u64, 0u64);
-    while let Some(r) = results.next().await {
-        let n = r.map_err(|e| Failure::Other(format!("a fetch task failed: {e}")))??;
-        objects += 1;
-        bytes += n;
-        pb.inc(n);
+    let dataset = expand(store.as_ref(), &a.uris).await?;
+    let known: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
+    let pool = BufferPool::for_prefetch(a.jobs, None);
+    let pb = progress((known * u64::from(a.epochs)).max(1), true, a.store.json);
+    let mut epochs = Vec::new();
+    for epoch in 0..a.epochs.max(1) {
+        let opts = LoaderOptions {
+            prefetch: a.jobs,
+            range_threshold: a.range_threshold,
+            chunk_size: a.chunk_size,
+            epoch: u64::from(epoch),
+            pool: Some(pool.clone()),
+            ..Default::default()
+        };
+        let cpu0 = process_cpu_seconds();
+        let mut loader = Loader::new(store.clone(), &dataset, opts)?;
+        while let Some(obj) = loader.next().await {
+            let obj = obj?;
+            if a.verify
+                && let Err(at) = sluice_core::pattern::verify(obj.uri.key(), 0, &obj.data)
+            {
+                return Err(sluice_core::Error::integrity(
+                    obj.uri.to_string(),
+                    format!("wrong byte at offset {at}"),
+                )
+                .into());
+            }
+            if let Some(dir) = &a.out {
+                let path = dir.join(obj.uri.key());
+                if let Some(p) = path.parent() {
+                    tokio::fs::create_dir_all(p)
+                        .await
+                        .map_err(|e| Failure::Other(format!("creating {}: {e}", p.display())))?;
+                }
+                tokio::fs::write(&path, &obj.data)
+                    .await
+                    .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))?;
+            }
+            pb.inc(obj.data.len() as u64);
+        }
+        let s = loader.stats();
+        let cpu = cpu0
+            .zip(process_cpu_seconds())
+            .map(|(a, b)| (b - a) / (s.bytes as f64 / 1e9).max(1e-9));
+        epochs.push((s, cpu));
     }
     pb.finish_and_clear();
-    let elapsed = t0.elapsed();
-    if a.store.json {
-        println!(
-            "{}",
-            serde_json::json!({"objects": objects, "bytes": bytes, "seconds": elapsed.as_secs_f64(), "mb_per_s": mb_per_s(bytes, elapsed), "backend": store.backend()})
-        );
-    } else {
-        println!(
-            "{objects} objects, {bytes} bytes in {:.3} s: {:.1} MB/s ({})",
-            elapsed.as_secs_f64(),
-            mb_per_s(bytes, elapsed),
-            store.backend()
-        );
+    for (i, (s, cpu_per_gb)) in epochs.iter().enumerate() {
+        let epoch = if epochs.len() > 1 {
+            format!("epoch {i}: ")
+        } else {
+            String::new()
+        };
+        if a.store.json {
+            println!(
+                "{}",
+                serde_json::json!({"backend": store.backend(), "epoch": i, "objects": s.objects, "bytes": s.bytes, "seconds": s.elapsed.as_secs_f64(),
+                    "mb_per_s": s.mb_per_s, "requests": s.requests, "retries": s.retries,
+                    "latency_p50_ms": s.latency_p50.as_secs_f64() * 1e3, "latency_p99_ms": s.latency_p99.as_secs_f64() * 1e3,
+                    "cpu_s_per_gb": cpu_per_gb})
+            );
+        } else {
+            println!(
+                "{epoch}{} objects, {} bytes in {:.3} s: {:.1} MB/s, {} CPU-s/GB ({}; {} requests, {} retries, latency p50 {:.1} ms p99 {:.1} ms)",
+                s.objects,
+                s.bytes,
+                s.elapsed.as_secs_f64(),
+                s.mb_per_s,
+                cpu_per_gb.map_or("?".into(), |c| format!("{c:.3}")),
+                store.backend(),
+                s.requests,
+                s.retries,
+                s.latency_p50.as_secs_f64() * 1e3,
+                s.latency_p99.as_secs_f64() * 1e3
+            );
+        }
     }
     Ok(())
-}
-
-async fn fetch_one(
-    store: Arc<dyn ObjectStore>,
-    uri: ObjectUri,
-    size: Option<u64>,
-    out: Option<PathBuf>,
-    verify: bool,
-) -> Result<u64, Failure> {
-    let data = store.get(&uri, None).await?;
-    if let Some(s) = size
-        && s != data.len() as u64
-    {
-        return Err(sluice_core::Error::integrity(
-            uri.to_string(),
-            format!("listed as {s} bytes, read {}", data.len()),
-        )
-        .into());
-    }
-    if verify && let Err(at) = sluice_core::pattern::verify(uri.key(), 0, &data) {
-        return Err(sluice_core::Error::integrity(
-            uri.to_string(),
-            format!("wrong byte at offset {at}"),
-        )
-        .into());
-    }
-    if let Some(dir) = out {
-        let path = dir.join(uri.key());
-        if let Some(p) = path.parent() {
-            tokio::fs::create_dir_all(p)
-                .await
-                .map_err(|e| Failure::Other(format!("creating {}: {e}", p.display())))?;
-        }
-        tokio::fs::write(&path, &data)
-            .await
-            .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))?;
-    }
-    Ok(data.len() as u64)
 }
 
 #[derive(Args, Debug)]

@@ -63,3 +63,14 @@ pub fn progress(total: u64, bytes: bool, hidden: bool) -> indicatif::ProgressBar
     pb.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
     pb
 }
+
+/// CPU seconds this process has used (user + system), from /proc/self/stat; `None` where
+/// that file does not exist. Clock ticks are 100 per second on Linux's supported platforms.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}

@@ -22,6 +22,7 @@ pub mod stats;
 
 pub use dataset::{Dataset, Item, Sharding};
 pub use loader::{Loader, LoaderOptions, Object, OnError, Order};
+pub use pool::BufferPool;
 pub use stats::StatsSnapshot;
 
 /// A multi-threaded runtime for a loader's client: SLUICE_THREADS worker threads, else one

@@ -57,8 +57,9 @@ pub struct LoaderOptions {
     /// Bytes of objects in flight (fetching or undelivered); `None`: only `prefetch` bounds.
     pub memory_budget: Option<u64>,
     pub on_error: OnError,
-    /// Idle buffers kept for reuse.
-    pub pool_idle_bytes: usize,
+    /// Buffers to reuse. Share one pool between the loaders of successive epochs so the
+    /// second epoch touches no fresh memory; `None`: a pool of `prefetch + 2` buffers.
+    pub pool: Option<Arc<BufferPool>>,
 }
 
 impl Default for LoaderOptions {
@@ -74,7 +75,7 @@ impl Default for LoaderOptions {
             max_requests: 64,
             memory_budget: None,
             on_error: OnError::FailFast,
-            pool_idle_bytes: 512 << 20,
+            pool: None,
         }
     }
 }
@@ -153,7 +154,10 @@ impl Loader {
                 threshold: opts.range_threshold,
                 chunk_size: NonZeroU64::new(opts.chunk_size).expect("validated"),
             },
-            pool: BufferPool::new(opts.pool_idle_bytes),
+            pool: opts
+                .pool
+                .clone()
+                .unwrap_or_else(|| BufferPool::for_prefetch(opts.prefetch, opts.memory_budget)),
             requests: Arc::new(Semaphore::new(opts.max_requests)),
         };
         let stats = Arc::new(Stats::default());

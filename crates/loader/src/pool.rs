@@ -8,16 +8,30 @@ use std::sync::{Arc, Mutex, Weak};
 #[derive(Debug)]
 pub struct BufferPool {
     free: Mutex<Vec<BytesMut>>,
-    /// Keep at most this many bytes of idle buffers.
+    /// Keep at most this many idle buffers...
+    max_idle: usize,
+    /// ...and at most this many bytes of them.
     max_idle_bytes: usize,
 }
 
 impl BufferPool {
-    pub fn new(max_idle_bytes: usize) -> Arc<Self> {
+    /// A loader sizes `max_idle` to its prefetch window: in a steady epoch every buffer
+    /// that comes back is taken again by the next fetch, so the pool never holds more than
+    /// the window's worth and peak memory stays that of the buffers in flight.
+    pub fn new(max_idle: usize, max_idle_bytes: usize) -> Arc<Self> {
         Arc::new(Self {
             free: Mutex::default(),
+            max_idle,
             max_idle_bytes,
         })
+    }
+
+    /// The pool a loader with this prefetch window (and memory budget) needs.
+    pub fn for_prefetch(prefetch: usize, memory_budget: Option<u64>) -> Arc<Self> {
+        Self::new(
+            prefetch + 2,
+            memory_budget.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
+        )
     }
 
     /// A cleared buffer with at least `len` bytes of capacity: the smallest idle one that
@@ -44,7 +58,7 @@ impl BufferPool {
         buf.clear();
         let mut free = self.free.lock().unwrap();
         let idle: usize = free.iter().map(BytesMut::capacity).sum();
-        if idle + buf.capacity() <= self.max_idle_bytes {
+        if free.len() < self.max_idle && idle + buf.capacity() <= self.max_idle_bytes {
             free.push(buf);
         }
     }
@@ -96,7 +110,7 @@ mod tests {
 
     #[test]
     fn memory_returns_when_the_last_handle_drops() {
-        let pool = BufferPool::new(1 << 20);
+        let pool = BufferPool::new(4, 1 << 20);
         let mut b = pool.take(1000);
         let addr = b.as_ptr() as usize;
         b.extend_from_slice(&[1; 1000]);
@@ -113,7 +127,7 @@ mod tests {
 
     #[test]
     fn idle_memory_is_capped() {
-        let pool = BufferPool::new(1500);
+        let pool = BufferPool::new(4, 1500);
         let a = pool.share(pool.take(1000).freeze());
         let b = pool.share(BytesMut::with_capacity(1000).freeze());
         drop(a);
