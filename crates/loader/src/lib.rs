@@ -15,6 +15,7 @@
 
 pub mod dataset;
 mod fetch;
+mod hugepages;
 pub mod loader;
 pub mod pool;
 pub mod registry;

@@ -50,7 +50,11 @@ impl BufferPool {
                 b.clear();
                 b
             }
-            None => BytesMut::with_capacity(len),
+            None => {
+                let buf = BytesMut::with_capacity(len);
+                crate::hugepages::advise(&buf);
+                buf
+            }
         }
     }
 
