@@ -1,8 +1,11 @@
 //! `sluice`: serve a test store, generate a dataset, move objects, and benchmark.
 
+mod bench;
 mod npz;
 mod objects;
 mod output;
+mod plot;
+mod rusage;
 mod serve;
 
 use clap::{Args, Parser, Subcommand};
@@ -28,23 +31,29 @@ struct Cli {
 pub struct StoreArgs {
     /// Client stack: hyper, awssdk or objectstore [default: $S3_BACKEND, else hyper]
     #[arg(long)]
-    backend: Option<String>,
+    pub backend: Option<String>,
     /// Endpoint URL [default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS]
     #[arg(long)]
-    endpoint: Option<String>,
+    pub endpoint: Option<String>,
     /// Region [default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, else us-east-1]
     #[arg(long)]
-    region: Option<String>,
+    pub region: Option<String>,
     /// Extra CA certificates (PEM) [default: $AWS_CA_BUNDLE]
     #[arg(long)]
-    ca_bundle: Option<PathBuf>,
-    /// Print one JSON document instead of text
-    #[arg(long, global = true)]
-    json: bool,
+    pub ca_bundle: Option<PathBuf>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl StoreArgs {
     pub async fn open(&self) -> Result<Arc<dyn ObjectStore>, Failure> {
+        let cfg = self.config().await?;
+        Ok(sluice_loader::registry::open(self.backend.as_deref(), cfg)?)
+    }
+
+    /// The environment's configuration with this command line's overrides.
+    pub async fn config(&self) -> Result<StoreConfig, Failure> {
         let mut cfg = StoreConfig::from_env().await?;
         if let Some(e) = &self.endpoint {
             let url: url::Url = e.parse().map_err(|err| {
@@ -59,7 +68,7 @@ impl StoreArgs {
         if let Some(c) = &self.ca_bundle {
             cfg.ca_bundle = Some(c.clone());
         }
-        Ok(sluice_loader::registry::open(self.backend.as_deref(), cfg)?)
+        Ok(cfg)
     }
 }
 
@@ -77,6 +86,11 @@ enum Cmd {
     Put(objects::PutArgs),
     /// Delete objects
     Rm(objects::RmArgs),
+    /// A/B benchmark: reader shapes × backends beside curl, on an embedded server by default
+    Bench(bench::BenchArgs),
+    /// One bench worker process (started by `sluice bench`)
+    #[command(hide = true)]
+    BenchWorker(bench::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +114,8 @@ fn main() -> ExitCode {
             Cmd::Get(a) => objects::get(a).await,
             Cmd::Put(a) => objects::put(a).await,
             Cmd::Rm(a) => objects::rm(a).await,
+            Cmd::Bench(a) => bench::run(a).await,
+            Cmd::BenchWorker(a) => bench::worker(a).await,
         }
     });
     match result {

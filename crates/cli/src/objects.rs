@@ -8,6 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
 use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 fn parse_uri(s: &str) -> Result<ObjectUri, Failure> {
@@ -252,9 +253,6 @@ pub struct GenArgs {
     /// Size of each record (bytes, or 140MiB); unet3d's mean is 146600628
     #[arg(long, default_value = "146600628", value_parser = crate::serve::parse_size)]
     size: u64,
-    /// Records per subfolder
-    #[arg(long, default_value_t = 1000)]
-    per_folder: usize,
     /// Uploads in flight
     #[arg(short = 'j', long, default_value_t = 4)]
     jobs: usize,
@@ -288,33 +286,8 @@ pub async fn generate(a: GenArgs) -> Result<(), Failure> {
     }
     let base = parse_uri(&a.uri)?;
     let store = a.store.open().await?;
-    let keys = dataset_keys(base.key(), a.count, a.per_folder);
-    let pb = progress(a.count as u64, false, a.store.json);
     let t0 = Instant::now();
-    let size = a.size as usize;
-    let mut puts = futures::stream::iter(keys)
-        .map(|key| {
-            let store = store.clone();
-            let uri = base.with_key(key);
-            tokio::spawn(async move {
-                let record = tokio::task::spawn_blocking({
-                    let k = uri.key().to_owned();
-                    move || crate::npz::record(&k, size)
-                })
-                .await
-                .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
-                let n = record.len() as u64;
-                store.put(&uri, Bytes::from(record).into()).await?;
-                Ok::<u64, Failure>(n)
-            })
-        })
-        .buffer_unordered(a.jobs);
-    let mut bytes = 0;
-    while let Some(r) = puts.next().await {
-        bytes += r.map_err(|e| Failure::Other(format!("an upload task failed: {e}")))??;
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
+    let bytes = write_dataset(store, &base, a.count, a.size, a.jobs, a.store.json).await?;
     let elapsed = t0.elapsed();
     if a.store.json {
         println!(
@@ -330,6 +303,44 @@ pub async fn generate(a: GenArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// Writes `count` DLIO-style records of `size` bytes under `base`, `jobs` at a time;
+/// returns the bytes written.
+pub async fn write_dataset(
+    store: Arc<dyn ObjectStore>,
+    base: &ObjectUri,
+    count: usize,
+    size: u64,
+    jobs: usize,
+    quiet: bool,
+) -> Result<u64, Failure> {
+    let keys = dataset_keys(base.key(), count, 1000);
+    let pb = progress(count as u64, false, quiet);
+    let size = usize::try_from(size)
+        .map_err(|_| Failure::Usage(format!("--size {size} does not fit in memory")))?;
+    let mut puts = futures::stream::iter(keys)
+        .map(|key| {
+            let store = store.clone();
+            let uri = base.with_key(key);
+            tokio::spawn(async move {
+                let k = uri.key().to_owned();
+                let record = tokio::task::spawn_blocking(move || crate::npz::record(&k, size))
+                    .await
+                    .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
+                let n = record.len() as u64;
+                store.put(&uri, Bytes::from(record).into()).await?;
+                Ok::<u64, Failure>(n)
+            })
+        })
+        .buffer_unordered(jobs.max(1));
+    let mut bytes = 0;
+    while let Some(r) = puts.next().await {
+        bytes += r.map_err(|e| Failure::Other(format!("an upload task failed: {e}")))??;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ use tokio::task::JoinSet;
 
 /// The default bucket a server starts with.
 pub const DEFAULT_BUCKET: &str = "sluice-test";
+/// The default credentials: test keys, published on purpose.
+pub const DEFAULT_ACCESS_KEY: &str = "sluice-test-access";
+pub const DEFAULT_SECRET_KEY: &str = "sluice-test-secret";
 
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
@@ -59,8 +62,8 @@ impl Default for ServerOptions {
         Self {
             http_addr: local,
             https_addr: Some(local),
-            access_key: "sluice-test-access".into(),
-            secret_key: "sluice-test-secret".into(),
+            access_key: DEFAULT_ACCESS_KEY.into(),
+            secret_key: DEFAULT_SECRET_KEY.into(),
             buckets: vec![DEFAULT_BUCKET.into()],
             data_dir: None,
         }

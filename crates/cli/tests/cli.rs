@@ -1,0 +1,301 @@
+//! The `sluice` binary against the test server: every subcommand, and bad input failing
+//! fast with a specific message and exit code.
+
+use sluice_testserver::{DEFAULT_BUCKET, ServerOptions, TestServer};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn sluice(server: &TestServer, args: &[&str]) -> Output {
+    let t = Instant::now();
+    let out = Command::new(BIN)
+        .args(args)
+        .env("AWS_ENDPOINT_URL_S3", server.http_endpoint())
+        .env("AWS_ACCESS_KEY_ID", server.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", server.secret_key())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("SLUICE_MAX_ATTEMPTS", "2")
+        .env("SLUICE_CONNECT_TIMEOUT", "2")
+        .env_remove("AWS_PROFILE")
+        .env_remove("S3_BACKEND")
+        .output()
+        .expect("sluice runs");
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "sluice {args:?} took {:?}",
+        t.elapsed()
+    );
+    out
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+async fn server() -> TestServer {
+    TestServer::start(ServerOptions::default()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gen_ls_get_put_rm_round_trip() {
+    let s = server().await;
+    let g = sluice(
+        &s,
+        &[
+            "gen",
+            "s3://sluice-test/ds/",
+            "--count",
+            "3",
+            "--size",
+            "100000",
+            "--json",
+        ],
+    );
+    assert!(g.status.success(), "{}", text(&g));
+
+    let ls = sluice(&s, &["ls", "-r", "s3://sluice-test/ds/", "--json"]);
+    assert!(ls.status.success(), "{}", text(&ls));
+    let listed: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let uris: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        vec![
+            "s3://sluice-test/ds/train/0/img_0_of_3.npz",
+            "s3://sluice-test/ds/train/0/img_1_of_3.npz",
+            "s3://sluice-test/ds/train/0/img_2_of_3.npz"
+        ]
+    );
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["size"] == 100000)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let get = sluice(
+        &s,
+        &[
+            "get",
+            "s3://sluice-test/ds/",
+            "-o",
+            dir.path().to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(get.status.success(), "{}", text(&get));
+    let summary: serde_json::Value = serde_json::from_slice(&get.stdout).unwrap();
+    assert_eq!(summary["objects"], 3);
+    assert_eq!(summary["bytes"], 300000);
+    let file = dir.path().join("ds/train/0/img_1_of_3.npz");
+    let stored = s
+        .storage()
+        .get(DEFAULT_BUCKET, "ds/train/0/img_1_of_3.npz")
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        stored.data.to_vec(),
+        "written bytes equal the object"
+    );
+
+    let put = sluice(
+        &s,
+        &["put", file.to_str().unwrap(), "s3://sluice-test/copy.npz"],
+    );
+    assert!(put.status.success(), "{}", text(&put));
+    assert_eq!(
+        s.storage().get(DEFAULT_BUCKET, "copy.npz").unwrap().data,
+        stored.data
+    );
+
+    let rm = sluice(&s, &["rm", "s3://sluice-test/copy.npz"]);
+    assert!(rm.status.success(), "{}", text(&rm));
+    assert!(s.storage().get(DEFAULT_BUCKET, "copy.npz").is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_verifies_pattern_objects() {
+    let s = server().await;
+    s.insert(
+        DEFAULT_BUCKET,
+        "p/a",
+        sluice_core::pattern::generate("p/a", 3 << 20),
+    );
+    let ok = sluice(&s, &["get", "--verify", "s3://sluice-test/p/a"]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let mut bad = sluice_core::pattern::generate("p/b", 1000);
+    bad[500] ^= 1;
+    s.insert(DEFAULT_BUCKET, "p/b", bad);
+    let out = sluice(&s, &["get", "--verify", "s3://sluice-test/p/b"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("s3://sluice-test/p/b") && text(&out).contains("offset 500"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_fails_with_specific_messages() {
+    let s = server().await;
+    let cases: &[(&[&str], i32, &[&str])] = &[
+        (&["get", "not-a-uri"], 2, &["\"not-a-uri\"", "s3://"]),
+        (&["get", "s3://Bad_Bucket/k"], 2, &["Bad_Bucket"]),
+        (
+            &["get", "s3://no-such-bucket/k"],
+            3,
+            &["s3://no-such-bucket/k", "NoSuchBucket"],
+        ),
+        (
+            &["get", "s3://sluice-test/missing"],
+            3,
+            &["s3://sluice-test/missing", "NoSuchKey"],
+        ),
+        (&["ls", "s3://no-such-bucket/"], 3, &["no-such-bucket"]),
+        (
+            &["get", "--backend", "nope", "s3://sluice-test/k"],
+            2,
+            &["nope", "available: hyper"],
+        ),
+        (
+            &[
+                "get",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "s3://sluice-test/k",
+            ],
+            1,
+            &["s3://sluice-test/k", "127.0.0.1:9"],
+        ),
+        (&["bench", "--shapes", "4by4"], 2, &["4by4"]),
+    ];
+    for (args, code, needles) in cases {
+        let out = sluice(&s, args);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {t}");
+        for n in *needles {
+            assert!(t.contains(n), "{args:?}: {t:?} should mention {n:?}");
+        }
+    }
+    let denied = Command::new(BIN)
+        .args(["get", "s3://sluice-test/k"])
+        .env("AWS_ENDPOINT_URL_S3", s.http_endpoint())
+        .env("AWS_ACCESS_KEY_ID", s.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", "wrong")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    assert_eq!(denied.status.code(), Some(4), "{}", text(&denied));
+    assert!(text(&denied).contains("SignatureDoesNotMatch"));
+    assert!(
+        !text(&denied).contains("wrong\n"),
+        "the secret is not echoed"
+    );
+}
+
+#[test]
+fn serve_answers_and_stops() {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--https-addr",
+            "127.0.0.1:0",
+            "--populate",
+            "2",
+            "--object-size",
+            "1MiB",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut endpoint = None;
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0 {
+        if let Some(e) = line.trim().strip_prefix("http ") {
+            endpoint = Some(e.trim().to_owned());
+        }
+        if line.trim() == "ready" {
+            break;
+        }
+        line.clear();
+    }
+    let endpoint = endpoint.expect("serve prints its http endpoint");
+    let got = Command::new(BIN)
+        .args([
+            "get",
+            "--verify",
+            "--json",
+            "--endpoint",
+            &endpoint,
+            "s3://sluice-test/bench/",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "sluice-test-access")
+        .env("AWS_SECRET_ACCESS_KEY", "sluice-test-secret")
+        .output()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(got.status.success(), "{}", text(&got));
+    let v: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(v["objects"], 2);
+    assert_eq!(v["bytes"], 2 << 20);
+}
+
+#[test]
+fn bench_runs_end_to_end_and_writes_json_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let svg = dir.path().join("bench.svg");
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "--count",
+            "4",
+            "--size",
+            "1MiB",
+            "--shapes",
+            "1x2,2x2",
+            "--epochs",
+            "2",
+            "--json-out",
+        ])
+        .arg(&json)
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let hyper: Vec<&serde_json::Value> = rows.iter().filter(|r| r["client"] == "hyper").collect();
+    assert_eq!(hyper.len(), 2);
+    for r in &hyper {
+        assert_eq!(
+            r["bytes"].as_u64().unwrap(),
+            4 * (1 << 20),
+            "the last pass read every byte of every shard: {r}"
+        );
+        assert!(r["mb_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["first_epoch_mb_per_s"].as_f64().is_some());
+    }
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("2x2"),
+        "the plot labels the shapes"
+    );
+}
