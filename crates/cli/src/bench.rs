@@ -46,7 +46,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pin: bool,
     /// Write the results as JSON here
-    #[arg(long = "json-out")]
+    #[arg(long = "json", value_name = "FILE")]
     json_out: Option<PathBuf>,
     /// Draw throughput by shape and backend into this SVG
     #[arg(long)]
@@ -211,7 +211,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     }
 
     // The store: an embedded server with a generated dataset, or the one given.
-    let (server, mut store_args, prefix) = match &a.uri {
+    let (server, store_args, prefix) = match &a.uri {
         Some(u) => (None, a.store.clone(), ObjectUri::parse(u)?),
         None => {
             let server = start_server(a.pin)?;
@@ -229,7 +229,6 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
             )
         }
     };
-    store_args.json = false;
     // The embedded server takes its published test keys; a real store, the environment's.
     let keys = server.as_ref().map(|_| {
         (

@@ -41,9 +41,6 @@ pub struct StoreArgs {
     /// Extra CA certificates (PEM) [default: $AWS_CA_BUNDLE]
     #[arg(long)]
     pub ca_bundle: Option<PathBuf>,
-    /// Print JSON instead of text
-    #[arg(long)]
-    pub json: bool,
 }
 
 impl StoreArgs {

@@ -21,6 +21,9 @@ pub struct LsArgs {
     /// List every key below, not just the next level
     #[arg(short, long)]
     recursive: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -31,7 +34,7 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     let mut entries = store.list(&uri, a.recursive);
     let mut json = Vec::new();
     while let Some(e) = entries.try_next().await? {
-        match (&e, a.store.json) {
+        match (&e, a.json) {
             (ListEntry::Object(m), false) => println!("{:>14}  {}", m.size, m.uri),
             (ListEntry::Prefix(p), false) => println!("{:>14}  {p}", "PRE"),
             (ListEntry::Object(m), true) => json.push(
@@ -42,7 +45,7 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
             }
         }
     }
-    if a.store.json {
+    if a.json {
         println!("{}", serde_json::Value::Array(json));
     }
     Ok(())
@@ -71,6 +74,9 @@ pub struct GetArgs {
     /// Read everything this many times (buffers are reused from the second pass on)
     #[arg(long, default_value_t = 1)]
     epochs: u32,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -110,7 +116,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let dataset = expand(store.as_ref(), &a.uris).await?;
     let known: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
     let pool = BufferPool::for_prefetch(a.jobs, None);
-    let pb = progress((known * u64::from(a.epochs)).max(1), true, a.store.json);
+    let pb = progress((known * u64::from(a.epochs)).max(1), true, a.json);
     let mut epochs = Vec::new();
     for epoch in 0..a.epochs.max(1) {
         let opts = LoaderOptions {
@@ -160,7 +166,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         } else {
             String::new()
         };
-        if a.store.json {
+        if a.json {
             println!(
                 "{}",
                 serde_json::json!({"backend": store.backend(), "epoch": i, "objects": s.objects, "bytes": s.bytes, "seconds": s.elapsed.as_secs_f64(),
@@ -193,6 +199,9 @@ pub struct PutArgs {
     file: PathBuf,
     /// Destination object URI
     uri: String,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -206,7 +215,7 @@ pub async fn put(a: PutArgs) -> Result<(), Failure> {
     let len = data.len();
     let t0 = Instant::now();
     let info = store.put(&uri, Bytes::from(data).into()).await?;
-    if a.store.json {
+    if a.json {
         println!(
             "{}",
             serde_json::json!({"uri": uri.to_string(), "bytes": len, "etag": info.etag, "parts": info.parts})
@@ -227,6 +236,9 @@ pub async fn put(a: PutArgs) -> Result<(), Failure> {
 pub struct RmArgs {
     #[arg(required = true)]
     uris: Vec<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -236,7 +248,7 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
     for s in &a.uris {
         let uri = parse_uri(s)?;
         store.delete(&uri).await?;
-        if !a.store.json {
+        if !a.json {
             println!("deleted {uri}");
         }
     }
@@ -256,6 +268,9 @@ pub struct GenArgs {
     /// Uploads in flight
     #[arg(short = 'j', long, default_value_t = 4)]
     jobs: usize,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -287,9 +302,9 @@ pub async fn generate(a: GenArgs) -> Result<(), Failure> {
     let base = parse_uri(&a.uri)?;
     let store = a.store.open().await?;
     let t0 = Instant::now();
-    let bytes = write_dataset(store, &base, a.count, a.size, a.jobs, a.store.json).await?;
+    let bytes = write_dataset(store, &base, a.count, a.size, a.jobs, a.json).await?;
     let elapsed = t0.elapsed();
-    if a.store.json {
+    if a.json {
         println!(
             "{}",
             serde_json::json!({"objects": a.count, "bytes": bytes, "seconds": elapsed.as_secs_f64()})

@@ -263,16 +263,8 @@ fn bench_runs_end_to_end_and_writes_json_and_svg() {
     let svg = dir.path().join("bench.svg");
     let out = Command::new(BIN)
         .args([
-            "bench",
-            "--count",
-            "4",
-            "--size",
-            "1MiB",
-            "--shapes",
-            "1x2,2x2",
-            "--epochs",
-            "2",
-            "--json-out",
+            "bench", "--count", "4", "--size", "1MiB", "--shapes", "1x2,2x2", "--epochs", "2",
+            "--json",
         ])
         .arg(&json)
         .arg("--plot")

@@ -33,11 +33,13 @@ pub enum OnError {
     Deliver,
 }
 
-/// Objects at or above this size are read as parallel ranged GETs. Measured with
-/// `sluice bench`-style reads on this 2-core machine (server CPU 0, client CPU 1): for
-/// 146,600,628 B objects, 8 MiB chunks matched one whole-object GET per stream on loopback
-/// while letting a single object use many connections, which is what a high-latency link
-/// needs; below 32 MiB the extra requests cost more than they bring.
+/// Objects at or above this size are read as parallel ranged GETs of `DEFAULT_CHUNK_SIZE`.
+/// Measured on this 2-core VM (server CPU 0, client CPU 1, 24 × 146,600,628 B, prefetch 1,
+/// `sluice get`): whole-object GETs 1,785 MB/s, 8 MiB ranges 2,051 MB/s; at prefetch 16 the
+/// ranged loader reached 0.98–1.23× curl's single-stream rate in the warm pass. Ranges let one
+/// object use many connections — what a link with real latency needs — while 8 MiB keeps the
+/// per-request overhead (signing ~12 µs, one round trip) under 1% of the transfer. Objects
+/// below 32 MiB gain little from splitting and pay the extra requests.
 pub const DEFAULT_RANGE_THRESHOLD: u64 = 32 << 20;
 pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 
