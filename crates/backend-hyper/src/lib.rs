@@ -55,7 +55,7 @@ impl HyperStore {
         self.transport.config()
     }
 
-    async fn xml_body(&self, subject: &str, resp: transport::Ok2xx) -> Result<String> {
+    async fn xml_body(&self, subject: &str, resp: transport::Success) -> Result<String> {
         let body = read_small_body(
             resp.response.into_body(),
             self.cfg().timeouts.stall,

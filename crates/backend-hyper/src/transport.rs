@@ -45,7 +45,7 @@ pub struct Transport {
 /// A response whose status was a success, with the permit that keeps its slot until the
 /// body is consumed.
 #[derive(Debug)]
-pub struct Ok2xx {
+pub struct Success {
     pub response: Response<Incoming>,
     pub _permit: OwnedSemaphorePermit,
 }
@@ -99,7 +99,7 @@ impl Transport {
         url: &str,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Ok2xx> {
+    ) -> Result<Success> {
         let permit = self
             .permits
             .clone()
@@ -148,7 +148,7 @@ impl Transport {
             Ok(Ok(r)) => r,
         };
         if response.status().is_success() {
-            return Ok(Ok2xx {
+            return Ok(Success {
                 response,
                 _permit: permit,
             });

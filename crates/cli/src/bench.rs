@@ -540,18 +540,26 @@ fn print_table(rows: &[Row]) {
         "RSS MB",
         "1st pass"
     );
+    // "-": not measured (curl's own RSS; gaps need two batches in a process).
+    let or_dash = |v: f64, decimals: usize| {
+        if v > 0.0 {
+            format!("{v:.decimals$}")
+        } else {
+            "-".into()
+        }
+    };
     for r in rows {
         println!(
-            "{:<8} {:>5} {:>8} {:>9.0} {:>11.0} {:>10.1} {:>10.1} {:>9.3} {:>9.0} {:>11}",
+            "{:<8} {:>5} {:>8} {:>9.0} {:>11.0} {:>10} {:>10} {:>9.3} {:>9} {:>11}",
             r.client,
             r.processes,
             r.prefetch,
             r.mb_per_s,
             r.per_process_mb_per_s,
-            r.batch_gap_p50_ms,
-            r.batch_gap_max_ms,
+            or_dash(r.batch_gap_p50_ms, 1),
+            or_dash(r.batch_gap_max_ms, 1),
             r.cpu_s_per_gb,
-            r.peak_rss_mb,
+            or_dash(r.peak_rss_mb, 0),
             r.first_epoch_mb_per_s
                 .map_or("-".into(), |m| format!("{m:.0}"))
         );

@@ -46,7 +46,9 @@ pub fn throughput(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::E
         })
         .y_desc("MB/s")
         .draw()?;
-    let width = 0.8 / clients.len().max(1) as f64;
+    // curl is drawn as a line, so only the other clients share each group's width.
+    let bar_clients: Vec<&String> = clients.iter().filter(|c| *c != "curl").collect();
+    let width = 0.8 / bar_clients.len().max(1) as f64;
     for (ci, client) in clients.iter().enumerate() {
         let color = Palette99::pick(ci).to_rgba();
         let bars: Vec<Rectangle<(f64, f64)>> = if client == "curl" {
@@ -62,7 +64,8 @@ pub fn throughput(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::E
                         .map(|g| (g, r.mb_per_s))
                 })
                 .map(|(g, v)| {
-                    let x0 = g as f64 - 0.4 + (ci as f64 + 0.05) * width;
+                    let slot = bar_clients.iter().position(|c| *c == client).unwrap_or(0) as f64;
+                    let x0 = g as f64 - 0.4 + (slot + 0.05) * width;
                     Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
                 })
                 .collect()

@@ -35,8 +35,9 @@ pub enum Error {
     #[error("{uri}: not found ({code})")]
     NotFound { uri: String, code: String },
 
-    #[error("{uri}: permission denied: HTTP {status} {code}: {message}")]
+    #[error("{uri}: permission denied: {}{code}: {message}", http_status(*status))]
     PermissionDenied {
+        /// 0 when no request was sent (no usable credentials).
         uri: String,
         status: u16,
         code: String,
@@ -176,6 +177,14 @@ impl Error {
             }
             _ => false,
         }
+    }
+}
+
+fn http_status(status: u16) -> String {
+    if status == 0 {
+        String::new()
+    } else {
+        format!("HTTP {status} ")
     }
 }
 

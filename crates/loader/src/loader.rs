@@ -60,7 +60,7 @@ pub struct LoaderOptions {
     pub memory_budget: Option<u64>,
     pub on_error: OnError,
     /// Buffers to reuse. Share one pool between the loaders of successive epochs so the
-    /// second epoch touches no fresh memory; `None`: a pool of `prefetch + 2` buffers.
+    /// second epoch touches no fresh memory; `None`: `BufferPool::for_prefetch`.
     pub pool: Option<Arc<BufferPool>>,
 }
 

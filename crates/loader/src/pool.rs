@@ -26,10 +26,13 @@ impl BufferPool {
         })
     }
 
-    /// The pool a loader with this prefetch window (and memory budget) needs.
+    /// The pool a loader with this prefetch window (and memory budget) needs: the window,
+    /// plus what a consumer typically holds (a batch; DLIO takes 7), so that every buffer of
+    /// one epoch is still there for the next. Idle buffers were all alive at once before, so
+    /// keeping them never raises the peak.
     pub fn for_prefetch(prefetch: usize, memory_budget: Option<u64>) -> Arc<Self> {
         Self::new(
-            prefetch + 2,
+            2 * prefetch + 8,
             memory_budget.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
         )
     }
