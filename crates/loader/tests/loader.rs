@@ -118,185 +118,197 @@ async fn uri_dataset_learns_sizes_from_the_first_range() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_are_disjoint_and_complete_over_the_wire() {
-    let (server, store) = setup("hyper").await;
-    let uris = seed(&server, "shard/", &[1000; 23]);
-    let ds = Dataset::from_uris(uris.clone());
-    let mut seen = Vec::new();
-    for rank in 0..2 {
-        for worker in 0..3 {
-            let sharding = Sharding {
-                rank,
-                world_size: 2,
-                worker_id: worker,
-                num_workers: 3,
-            };
-            let mut l = Loader::new(
-                store.clone(),
-                &ds,
-                LoaderOptions {
-                    sharding,
-                    shuffle_seed: Some(42),
-                    ..opts()
-                },
-            )
-            .unwrap();
-            seen.extend(drain(&mut l).await.into_iter().map(|o| o.uri));
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let uris = seed(&server, "shard/", &[1000; 23]);
+        let ds = Dataset::from_uris(uris.clone());
+        let mut seen = Vec::new();
+        for rank in 0..2 {
+            for worker in 0..3 {
+                let sharding = Sharding {
+                    rank,
+                    world_size: 2,
+                    worker_id: worker,
+                    num_workers: 3,
+                };
+                let mut l = Loader::new(
+                    store.clone(),
+                    &ds,
+                    LoaderOptions {
+                        sharding,
+                        shuffle_seed: Some(42),
+                        ..opts()
+                    },
+                )
+                .unwrap();
+                seen.extend(drain(&mut l).await.into_iter().map(|o| o.uri));
+            }
         }
+        assert_eq!(seen.len(), uris.len(), "no object twice");
+        assert_eq!(
+            seen.into_iter().collect::<BTreeSet<_>>(),
+            uris.into_iter().collect::<BTreeSet<_>>()
+        );
     }
-    assert_eq!(seen.len(), uris.len(), "no object twice");
-    assert_eq!(
-        seen.into_iter().collect::<BTreeSet<_>>(),
-        uris.into_iter().collect::<BTreeSet<_>>()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_loader_stops_all_work() {
-    let (server, store) = setup("hyper").await;
-    let uris = seed(&server, "drop/", &[50_000; 40]);
-    server
-        .faults()
-        .inject(Fault::Latency(Duration::from_millis(200)), 1000);
-    let mut loader = Loader::new(
-        store,
-        &Dataset::from_uris(uris),
-        LoaderOptions {
-            prefetch: 4,
-            ..opts()
-        },
-    )
-    .unwrap();
-    within("first object", loader.next())
-        .await
-        .unwrap()
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let uris = seed(&server, "drop/", &[50_000; 40]);
+        server
+            .faults()
+            .inject(Fault::Latency(Duration::from_millis(200)), 1000);
+        let mut loader = Loader::new(
+            store,
+            &Dataset::from_uris(uris),
+            LoaderOptions {
+                prefetch: 4,
+                ..opts()
+            },
+        )
         .unwrap();
-    drop(loader);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let after_drop = server.faults().requests();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(
-        server.faults().requests(),
-        after_drop,
-        "no request starts after the loader is dropped"
-    );
-    assert!(
-        after_drop < 15,
-        "only the prefetch window was ever requested: {after_drop}"
-    );
+        within("first object", loader.next())
+            .await
+            .unwrap()
+            .unwrap();
+        drop(loader);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after_drop = server.faults().requests();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert_eq!(
+            server.faults().requests(),
+            after_drop,
+            "no request starts after the loader is dropped"
+        );
+        assert!(
+            after_drop < 15,
+            "only the prefetch window was ever requested: {after_drop}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_budget_bounds_objects_in_flight() {
-    for (budget, limit) in [(Some(3u64 << 20), 3), (None, 8)] {
-        let (server, store) = setup("hyper").await;
-        let uris = seed(&server, "mem/", &[1 << 20; 16]);
-        server
-            .faults()
-            .inject(Fault::Latency(Duration::from_millis(100)), 1000);
-        let o = LoaderOptions {
-            prefetch: 8,
-            memory_budget: budget,
-            range_threshold: u64::MAX,
-            ..opts()
-        };
-        let ds = Dataset::from_items(
-            uris.iter()
-                .map(|u| sluice_loader::Item {
-                    uri: u.clone(),
-                    size: Some(1 << 20),
-                })
-                .collect(),
-        );
-        let mut loader = Loader::new(store, &ds, o).unwrap();
-        assert_eq!(drain(&mut loader).await.len(), 16);
-        let peak = server.faults().peak_concurrency();
-        assert!(peak <= limit, "budget {budget:?}: {peak} requests at once");
-        if budget.is_none() {
-            assert!(
-                peak > 3,
-                "without a budget the prefetch window is used ({peak})"
+    for backend in for_each_backend() {
+        for (budget, limit) in [(Some(3u64 << 20), 3), (None, 8)] {
+            let (server, store) = setup(backend).await;
+            let uris = seed(&server, "mem/", &[1 << 20; 16]);
+            server
+                .faults()
+                .inject(Fault::Latency(Duration::from_millis(100)), 1000);
+            let o = LoaderOptions {
+                prefetch: 8,
+                memory_budget: budget,
+                range_threshold: u64::MAX,
+                ..opts()
+            };
+            let ds = Dataset::from_items(
+                uris.iter()
+                    .map(|u| sluice_loader::Item {
+                        uri: u.clone(),
+                        size: Some(1 << 20),
+                    })
+                    .collect(),
             );
+            let mut loader = Loader::new(store, &ds, o).unwrap();
+            assert_eq!(drain(&mut loader).await.len(), 16);
+            let peak = server.faults().peak_concurrency();
+            assert!(peak <= limit, "budget {budget:?}: {peak} requests at once");
+            if budget.is_none() {
+                assert!(
+                    peak > 3,
+                    "without a budget the prefetch window is used ({peak})"
+                );
+            }
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_are_retried_and_counted() {
-    let (server, store) = setup("hyper").await;
-    let uris = seed(&server, "flaky/", &[2 << 20, 2 << 20, 500_000]);
-    server.faults().inject(Fault::ResetAfter(100_000), 3);
-    server.faults().inject(Fault::SlowDown, 2);
-    let mut loader = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
-    assert_eq!(drain(&mut loader).await.len(), 3);
-    let s = loader.stats();
-    assert!(s.retries >= 5, "{s:?}");
-    assert!(s.latency_p99 >= s.latency_p50 && s.latency_p50 > Duration::ZERO);
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let uris = seed(&server, "flaky/", &[2 << 20, 2 << 20, 500_000]);
+        server.faults().inject(Fault::ResetAfter(100_000), 3);
+        server.faults().inject(Fault::SlowDown, 2);
+        let mut loader = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
+        assert_eq!(drain(&mut loader).await.len(), 3);
+        let s = loader.stats();
+        assert!(s.retries >= 5, "{s:?}");
+        assert!(s.latency_p99 >= s.latency_p50 && s.latency_p50 > Duration::ZERO);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_fail_fast_or_are_delivered() {
-    let (server, store) = setup("hyper").await;
-    let mut uris = seed(&server, "mixed/", &[1000; 6]);
-    uris.insert(
-        2,
-        ObjectUri::parse("s3://sluice-test/mixed/missing.bin").unwrap(),
-    );
-    let ds = Dataset::from_uris(uris);
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let mut uris = seed(&server, "mixed/", &[1000; 6]);
+        uris.insert(
+            2,
+            ObjectUri::parse("s3://sluice-test/mixed/missing.bin").unwrap(),
+        );
+        let ds = Dataset::from_uris(uris);
 
-    let mut ff = Loader::new(
-        store.clone(),
-        &ds,
-        LoaderOptions {
-            order: Order::Input,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let mut items = Vec::new();
-    while let Some(i) = within("next", ff.next()).await {
-        items.push(i);
-    }
-    assert_eq!(items.len(), 3, "two objects, then the error, then the end");
-    let err = items.pop().unwrap().unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("s3://sluice-test/mixed/missing.bin"),
-        "{err}"
-    );
+        let mut ff = Loader::new(
+            store.clone(),
+            &ds,
+            LoaderOptions {
+                order: Order::Input,
+                ..opts()
+            },
+        )
+        .unwrap();
+        let mut items = Vec::new();
+        while let Some(i) = within("next", ff.next()).await {
+            items.push(i);
+        }
+        assert_eq!(items.len(), 3, "two objects, then the error, then the end");
+        let err = items.pop().unwrap().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("s3://sluice-test/mixed/missing.bin"),
+            "{err}"
+        );
 
-    let mut dl = Loader::new(
-        store,
-        &ds,
-        LoaderOptions {
-            on_error: OnError::Deliver,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let mut ok = 0;
-    let mut errs = 0;
-    while let Some(i) = within("next", dl.next()).await {
-        if i.is_ok() { ok += 1 } else { errs += 1 }
+        let mut dl = Loader::new(
+            store,
+            &ds,
+            LoaderOptions {
+                on_error: OnError::Deliver,
+                ..opts()
+            },
+        )
+        .unwrap();
+        let mut ok = 0;
+        let mut errs = 0;
+        while let Some(i) = within("next", dl.next()).await {
+            if i.is_ok() { ok += 1 } else { errs += 1 }
+        }
+        assert_eq!((ok, errs), (6, 1));
+        assert_eq!(dl.stats().errors, 1);
     }
-    assert_eq!((ok, errs), (6, 1));
-    assert_eq!(dl.stats().errors, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn collect_batch_fills_batches_until_the_end() {
-    let (server, store) = setup("hyper").await;
-    let uris = seed(&server, "batch/", &[100; 10]);
-    let mut l = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
-    let mut sizes = Vec::new();
-    loop {
-        let b = within("batch", l.collect_batch(4)).await;
-        if b.is_empty() {
-            break;
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let uris = seed(&server, "batch/", &[100; 10]);
+        let mut l = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
+        let mut sizes = Vec::new();
+        loop {
+            let b = within("batch", l.collect_batch(4)).await;
+            if b.is_empty() {
+                break;
+            }
+            sizes.push(b.len());
         }
-        sizes.push(b.len());
+        assert_eq!(sizes, vec![4, 4, 2]);
+        assert_eq!(l.stats().objects, 10);
     }
-    assert_eq!(sizes, vec![4, 4, 2]);
-    assert_eq!(l.stats().objects, 10);
 }
 
 #[test]
