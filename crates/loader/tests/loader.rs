@@ -236,7 +236,16 @@ async fn faults_are_retried_and_counted() {
         let mut loader = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
         assert_eq!(drain(&mut loader).await.len(), 3);
         let s = loader.stats();
-        assert!(s.retries >= 5, "{s:?}");
+        assert_eq!(
+            server.faults().fired(),
+            5,
+            "{backend}: every fault hit a request"
+        );
+        // object_store retries (and resumes bodies) inside its own client, out of our sight;
+        // the outcome — every byte right — is what every backend must deliver.
+        if backend == "hyper" {
+            assert!(s.retries >= 5, "{s:?}");
+        }
         assert!(s.latency_p99 >= s.latency_p50 && s.latency_p50 > Duration::ZERO);
     }
 }

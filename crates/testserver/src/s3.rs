@@ -272,6 +272,30 @@ impl S3 for MemoryS3 {
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
+    /// Bulk delete (object_store and the AWS CLI use it for single deletes too).
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        let mut deleted = Vec::with_capacity(i.delete.objects.len());
+        for o in i.delete.objects {
+            self.storage
+                .delete(&i.bucket, &o.key)
+                .map_err(|m| missing(m, &i.bucket, &o.key))?;
+            deleted.push(DeletedObject {
+                key: Some(o.key),
+                ..Default::default()
+            });
+        }
+        let quiet = i.delete.quiet.unwrap_or(false);
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: (!quiet).then_some(deleted),
+            ..Default::default()
+        }))
+    }
+
     async fn list_objects_v2(
         &self,
         req: S3Request<ListObjectsV2Input>,

@@ -1,0 +1,72 @@
+//! object_store's errors as ours. object_store keeps the HTTP status and response body only
+//! in its error text for most failures, so the status and S3 code are read back from it.
+
+use sluice_core::error::error_chain;
+use sluice_core::{Error, ObjectUri};
+
+pub fn map_error(uri: &ObjectUri, e: object_store::Error) -> Error {
+    let text = error_chain(&e);
+    let u = uri.to_string();
+    let code = s3_code(&text);
+    match e {
+        object_store::Error::NotFound { .. } => Error::NotFound {
+            uri: u,
+            code: code.unwrap_or_else(|| "NoSuchKey".into()),
+        },
+        object_store::Error::Precondition { .. } => Error::from_service(
+            u,
+            412,
+            code.unwrap_or_else(|| "PreconditionFailed".into()),
+            text,
+            None,
+        ),
+        object_store::Error::PermissionDenied { .. } => Error::from_service(
+            u,
+            403,
+            code.unwrap_or_else(|| "AccessDenied".into()),
+            text,
+            None,
+        ),
+        object_store::Error::Unauthenticated { .. } => Error::from_service(
+            u,
+            401,
+            code.unwrap_or_else(|| "Unauthenticated".into()),
+            text,
+            None,
+        ),
+        _ => match http_status(&text) {
+            Some(status) => {
+                let code = code.unwrap_or_else(|| format!("HTTP{status}"));
+                Error::from_service(u, status, code, text, None)
+            }
+            // No status: the request never got an answer (refused, reset, timed out).
+            None => Error::transport(u, text),
+        },
+    }
+}
+
+/// "…status code: 503 Service Unavailable…" → 503.
+fn http_status(text: &str) -> Option<u16> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    text.get(at..at + 3)?.parse().ok()
+}
+
+/// The `<Code>` of an S3 XML error body quoted in the text.
+fn s3_code(text: &str) -> Option<String> {
+    let start = text.find("<Code>")? + "<Code>".len();
+    let end = text[start..].find("</Code>")? + start;
+    Some(text[start..end].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_code_are_recovered_from_text() {
+        let t = "Generic S3 error: Server returned non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>";
+        assert_eq!(http_status(t), Some(503));
+        assert_eq!(s3_code(t).as_deref(), Some("SlowDown"));
+        assert_eq!(http_status("connection refused"), None);
+    }
+}

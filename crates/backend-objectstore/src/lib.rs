@@ -1,0 +1,325 @@
+//! sluice-backend-objectstore: the `ObjectStore` trait over Apache object_store's
+//! `AmazonS3`, built from the same `StoreConfig` as every backend.
+//!
+//! object_store addresses one bucket per store, so a store is built per bucket on first
+//! use. Its own retry (mapped from our `RetryPolicy`) covers the request phase; a body that
+//! breaks part-way resumes through `sluice_core::resume` like every other backend. Errors keep
+//! the URI: object_store's are mapped to ours, with the HTTP status and S3 code recovered
+//! from the error text where object_store has no variant for them.
+
+mod errors;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use errors::map_error;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, ClientOptions, CredentialProvider, GetOptions, GetRange, ObjectStore as _,
+    ObjectStoreExt as _, RetryConfig,
+};
+use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
+use sluice_core::{
+    ByteRange, CredentialsCache, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
+    PutInfo, PutPayload, Result, Segment, StoreConfig, TimeoutPhase,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug)]
+pub struct ObjectStoreBackend {
+    cfg: StoreConfig,
+    ca_pem: Option<Vec<u8>>,
+    stores: Mutex<HashMap<String, Arc<AmazonS3>>>,
+}
+
+/// Our credentials cache as object_store's provider, so both stacks see the same chain.
+#[derive(Debug)]
+struct Credentials(CredentialsCache);
+
+#[async_trait]
+impl CredentialProvider for Credentials {
+    type Credential = AwsCredential;
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        let c = self
+            .0
+            .get("object_store")
+            .await
+            .map_err(|e| object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(e),
+            })?;
+        let c = c.ok_or_else(|| object_store::Error::Generic {
+            store: "S3",
+            source: "anonymous access has no credentials".into(),
+        })?;
+        Ok(Arc::new(AwsCredential {
+            key_id: c.access_key_id().to_owned(),
+            secret_key: c.secret_access_key().to_owned(),
+            token: c.session_token().map(str::to_owned),
+        }))
+    }
+}
+
+impl ObjectStoreBackend {
+    pub fn new(cfg: StoreConfig) -> Result<Self> {
+        let ca_pem = match &cfg.ca_bundle {
+            Some(p) => Some(std::fs::read(p).map_err(|e| {
+                Error::config("AWS_CA_BUNDLE", format!("cannot read {}: {e}", p.display()))
+            })?),
+            None => None,
+        };
+        let this = Self {
+            cfg,
+            ca_pem,
+            stores: Mutex::default(),
+        };
+        // Build once up front so a bad configuration fails here, not on first use.
+        this.build("config-check")?;
+        Ok(this)
+    }
+
+    fn build(&self, bucket: &str) -> Result<AmazonS3> {
+        let cfg = &self.cfg;
+        let endpoint = cfg.endpoint_url();
+        let mut opts = ClientOptions::new()
+            .with_allow_http(endpoint.scheme() == "http")
+            .with_connect_timeout(cfg.timeouts.connect)
+            // A whole-request timeout would cut off large bodies on slow links; the body's
+            // stall timeout is enforced per chunk in `get_attempt`.
+            .with_timeout_disabled()
+            .with_pool_max_idle_per_host(cfg.max_connections);
+        opts = if cfg.http2 {
+            opts.with_allow_http2()
+        } else {
+            opts.with_http1_only()
+        };
+        if let Some(pem) = &self.ca_pem {
+            for cert in object_store::Certificate::from_pem_bundle(pem)
+                .map_err(|e| Error::config("AWS_CA_BUNDLE", e.to_string()))?
+            {
+                opts = opts.with_root_certificate(cert);
+            }
+        }
+        let mut retry = RetryConfig::default();
+        retry.max_retries = cfg.retry.max_attempts.saturating_sub(1) as usize;
+        retry.backoff = BackoffConfig {
+            init_backoff: cfg.retry.base_delay,
+            max_backoff: cfg.retry.max_delay,
+            base: 2.0,
+        };
+        let mut b = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_region(&cfg.region)
+            .with_virtual_hosted_style_request(!cfg.path_style)
+            .with_allow_http(endpoint.scheme() == "http")
+            .with_unsigned_payload(true)
+            .with_client_options(opts)
+            .with_retry(retry);
+        if let Some(ep) = &cfg.endpoint {
+            b = b.with_endpoint(ep.as_str().trim_end_matches('/'));
+        }
+        b = match cfg.credentials.provider() {
+            Some(_) => b.with_credentials(Arc::new(Credentials(cfg.credentials.clone()))),
+            None => b.with_skip_signature(true),
+        };
+        b.build()
+            .map_err(|e| Error::config("object_store", e.to_string()))
+    }
+
+    fn store(&self, bucket: &str) -> Result<Arc<AmazonS3>> {
+        let mut stores = self.stores.lock().expect("store map lock");
+        if let Some(s) = stores.get(bucket) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(self.build(bucket)?);
+        stores.insert(bucket.to_owned(), s.clone());
+        Ok(s)
+    }
+}
+
+fn path(uri: &ObjectUri) -> Path {
+    Path::from(uri.key())
+}
+
+fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        uri: bucket_uri.with_key(m.location.to_string()),
+        size: m.size,
+        etag: m.e_tag,
+        last_modified: Some(m.last_modified.into()),
+    }
+}
+
+#[async_trait]
+impl GetAttempt for ObjectStoreBackend {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        let store = self.store(req.uri.bucket())?;
+        let opts = GetOptions {
+            range: req.range.map(|r| match r.end() {
+                Some(end) => GetRange::Bounded(r.start()..end),
+                None => GetRange::Offset(r.start()),
+            }),
+            if_match: req.if_match.map(str::to_owned),
+            ..Default::default()
+        };
+        let res = store
+            .get_opts(&path(req.uri), opts)
+            .await
+            .map_err(|e| map_error(req.uri, e))?;
+        let range = res.range.clone();
+        sink.begin(ResponseHead {
+            content_length: range.end - range.start,
+            object_size: Some(res.meta.size),
+            etag: res.meta.e_tag.clone(),
+        })?;
+        let stall = self.cfg.timeouts.stall;
+        let mut body = res.into_stream();
+        let mut received = 0u64;
+        loop {
+            match tokio::time::timeout(stall, body.next()).await {
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        uri: req.uri.to_string(),
+                        phase: TimeoutPhase::Stall,
+                        after: stall,
+                    });
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => return Err(Error::transport_with(req.uri.to_string(), e)),
+                Ok(Some(Ok(chunk))) => {
+                    received += chunk.len() as u64;
+                    sink.write(&chunk)?;
+                }
+            }
+        }
+        if received != range.end - range.start {
+            return Err(Error::transport(
+                req.uri.to_string(),
+                format!(
+                    "body ended after {received} of {} bytes",
+                    range.end - range.start
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ObjectStore for ObjectStoreBackend {
+    fn backend(&self) -> &'static str {
+        "objectstore"
+    }
+
+    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        let m = self
+            .store(uri.bucket())?
+            .head(&path(uri))
+            .await
+            .map_err(|e| map_error(uri, e))?;
+        Ok(meta(uri, m))
+    }
+
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        dst: &mut Segment,
+    ) -> Result<GetInfo> {
+        get_with_resume(self, &self.cfg.retry, uri, range, dst).await
+    }
+
+    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
+        let prefix = prefix.clone();
+        let store = match self.store(prefix.bucket()) {
+            Ok(s) => s,
+            Err(e) => return futures::stream::iter([Err(e)]).boxed(),
+        };
+        // object_store lists by path segments: "a/b/" and "a/b" both mean the folder a/b.
+        let p = (!prefix.key().is_empty()).then(|| Path::from(prefix.key()));
+        if recursive {
+            let u = prefix.clone();
+            return store
+                .list(p.as_ref())
+                .map(move |r| {
+                    r.map(|m| ListEntry::Object(meta(&u, m)))
+                        .map_err(|e| map_error(&u, e))
+                })
+                .boxed();
+        }
+        futures::stream::once(async move {
+            let listed = store
+                .list_with_delimiter(p.as_ref())
+                .await
+                .map_err(|e| map_error(&prefix, e))?;
+            let mut entries: Vec<Result<ListEntry>> = listed
+                .common_prefixes
+                .into_iter()
+                .map(|c| Ok(ListEntry::Prefix(prefix.with_key(format!("{c}/")))))
+                .collect();
+            entries.extend(
+                listed
+                    .objects
+                    .into_iter()
+                    .map(|m| Ok(ListEntry::Object(meta(&prefix, m)))),
+            );
+            Ok::<_, Error>(futures::stream::iter(entries))
+        })
+        .try_flatten()
+        .boxed()
+    }
+
+    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        let store = self.store(uri.bucket())?;
+        let data: Bytes = data.0;
+        let p = path(uri);
+        if (data.len() as u64) < self.cfg.multipart_threshold {
+            let r = store
+                .put(&p, data.into())
+                .await
+                .map_err(|e| map_error(uri, e))?;
+            return Ok(PutInfo {
+                etag: r.e_tag,
+                parts: None,
+            });
+        }
+        let part = usize::try_from(self.cfg.multipart_part_size)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let mut upload = store
+            .put_multipart(&p)
+            .await
+            .map_err(|e| map_error(uri, e))?;
+        let parts: Vec<_> = data
+            .chunks(part)
+            .map(|c| upload.put_part(data.slice_ref(c).into()))
+            .collect();
+        let n = parts.len();
+        let uploaded: Result<Vec<()>> = futures::stream::iter(parts)
+            .buffered(sluice_core::multipart::PART_CONCURRENCY)
+            .map_err(|e| map_error(uri, e))
+            .try_collect()
+            .await;
+        if let Err(e) = uploaded {
+            if let Err(abort) = upload.abort().await {
+                tracing::warn!(%uri, error = %abort, "could not abort failed multipart upload");
+            }
+            return Err(e);
+        }
+        let r = upload.complete().await.map_err(|e| map_error(uri, e))?;
+        Ok(PutInfo {
+            etag: r.e_tag,
+            parts: Some(n),
+        })
+    }
+
+    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+        self.store(uri.bucket())?
+            .delete(&path(uri))
+            .await
+            .map_err(|e| map_error(uri, e))
+    }
+}
