@@ -92,11 +92,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads())
-        .enable_all()
-        .build()
-    {
+    let runtime = match sluice_loader::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sluice: cannot start the async runtime: {e}");
@@ -122,13 +118,4 @@ fn main() -> ExitCode {
             ExitCode::from(f.exit_code())
         }
     }
-}
-
-/// Worker threads: SLUICE_THREADS, else one per CPU this process may run on.
-fn threads() -> usize {
-    std::env::var("SLUICE_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

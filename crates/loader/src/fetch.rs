@@ -124,10 +124,11 @@ impl Fetcher {
             }
             None => 0,
         };
+        let mut done: Vec<Option<Segment>> = (0..lens.len()).map(|_| None).collect();
         let mut tasks = JoinSet::new();
         for (i, (seg, range)) in segments.into_iter().zip(ranges.iter().copied()).enumerate() {
             if i < skip {
-                tasks.spawn(async move { Ok((i, seg, 0)) });
+                done[i] = Some(seg); // already filled from `head`
                 continue;
             }
             let this = self.clone();
@@ -138,7 +139,6 @@ impl Fetcher {
                 Ok::<_, Error>((i, seg, info.attempts))
             });
         }
-        let mut done: Vec<Option<Segment>> = (0..lens.len()).map(|_| None).collect();
         let mut attempts = 0;
         while let Some(joined) = tasks.join_next().await {
             let (i, seg, a) = joined.map_err(|e| {
