@@ -438,6 +438,9 @@ fn worker_row(
         if let Some(e) = &store.endpoint {
             cmd.args(["--endpoint", e]);
         }
+        if let Some(r) = &store.region {
+            cmd.args(["--region", r]);
+        }
         if let Some(c) = &store.ca_bundle {
             cmd.arg("--ca-bundle").arg(c);
         }
