@@ -12,10 +12,10 @@ mod xml;
 use addressing::Addressing;
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body_util::BodyExt;
+use sluice_core::listing::{ListPage, paginate};
 use sluice_core::multipart::{self, MultipartApi};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::retry::retry;
@@ -114,14 +114,6 @@ fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     header_str(h, name).and_then(|v| v.parse().ok())
 }
 
-/// `bytes 100-199/1000` → (100, 1000); total `*` → None.
-fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
-    let rest = v.strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let start = range.split_once('-')?.0.parse().ok()?;
-    Some((start, total.parse().ok()))
-}
-
 #[async_trait]
 impl GetAttempt for HyperStore {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
@@ -148,39 +140,13 @@ impl GetAttempt for HyperStore {
         let h = resp.response.headers();
         let content_length = parse_u64(h, "content-length")
             .ok_or_else(|| Error::transport(&subject, "response has no Content-Length"))?;
-        let object_size = match (req.range, resp.response.status().as_u16()) {
-            (Some(r), 206) => {
-                let cr = header_str(h, "content-range").and_then(parse_content_range);
-                match cr {
-                    Some((start, total)) if start == r.start() => total,
-                    _ => {
-                        return Err(Error::integrity(
-                            &subject,
-                            format!(
-                                "Content-Range {:?} does not answer the requested range {r}",
-                                header_str(h, "content-range")
-                            ),
-                        ));
-                    }
-                }
-            }
-            (None, 200) => Some(content_length),
-            (Some(r), 200) if r.start() == 0 && r.end().is_none() => Some(content_length),
-            (_, status) => {
-                return Err(Error::integrity(
-                    &subject,
-                    format!(
-                        "status {status} does not match the request (range {:?})",
-                        req.range.map(|r| r.to_string())
-                    ),
-                ));
-            }
-        };
-        sink.begin(ResponseHead {
+        sink.begin(ResponseHead::from_headers(
+            req.uri,
+            req.range,
             content_length,
-            object_size,
-            etag: header_str(h, "etag").map(str::to_owned),
-        })?;
+            header_str(h, "content-range"),
+            header_str(h, "etag").map(str::to_owned),
+        )?)?;
 
         let stall = self.cfg().timeouts.stall;
         let mut body = resp.response.into_body();
@@ -329,47 +295,31 @@ impl ObjectStore for HyperStore {
 
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
         let prefix = prefix.clone();
-        // State: None = done; Some(token) = the next page to fetch (first page: Some(None)).
-        futures::stream::try_unfold(Some(None::<String>), move |state| {
+        paginate(&self.cfg().retry, move |token| {
             let prefix = prefix.clone();
             async move {
-                let Some(token) = state else { return Ok(None) };
-                let page = retry(&self.cfg().retry, || {
-                    self.list_page(&prefix, recursive, token.as_deref())
-                })
-                .await?;
-                let mut entries: Vec<Result<ListEntry>> = page
+                let page = self.list_page(&prefix, recursive, token.as_deref()).await?;
+                let mut entries: Vec<ListEntry> = page
                     .common_prefixes
                     .into_iter()
-                    .map(|p| Ok(ListEntry::Prefix(prefix.with_key(p.prefix))))
+                    .map(|p| ListEntry::Prefix(prefix.with_key(p.prefix)))
                     .collect();
                 entries.extend(page.contents.into_iter().map(|c| {
-                    Ok(ListEntry::Object(ObjectMeta {
+                    ListEntry::Object(ObjectMeta {
                         uri: prefix.with_key(c.key),
                         size: c.size,
                         etag: c.etag,
                         last_modified: c.last_modified.as_deref().and_then(xml::parse_iso8601),
-                    }))
+                    })
                 }));
-                let next = match (page.is_truncated, page.next_continuation_token) {
-                    (true, Some(t)) => Some(Some(t)),
-                    (true, None) => {
-                        return Err(Error::transport(
-                            prefix.to_string(),
-                            "listing is truncated but has no continuation token",
-                        ));
-                    }
-                    (false, _) => None,
-                };
-                Ok(Some((futures::stream::iter(entries), next)))
+                ListPage::new(
+                    &prefix.to_string(),
+                    entries,
+                    page.is_truncated,
+                    page.next_continuation_token,
+                )
             }
         })
-        .map(|r| match r {
-            Ok(page) => page.boxed(),
-            Err(e) => futures::stream::iter([Err(e)]).boxed(),
-        })
-        .flatten()
-        .boxed()
     }
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
@@ -409,20 +359,5 @@ impl ObjectStore for HyperStore {
                 .map(drop)
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn content_range_parsing() {
-        assert_eq!(
-            parse_content_range("bytes 100-199/1000"),
-            Some((100, Some(1000)))
-        );
-        assert_eq!(parse_content_range("bytes 0-0/*"), Some((0, None)));
-        assert_eq!(parse_content_range("items 1-2/3"), None);
     }
 }

@@ -15,6 +15,7 @@
 //! | multipart threshold / part size | `SLUICE_MULTIPART_THRESHOLD`, `SLUICE_MULTIPART_PART_SIZE` (bytes, or `16MiB`) | 16 MiB / 16 MiB |
 //! | HTTP/2 | `SLUICE_HTTP2=1` | HTTP/1.1 |
 //! | connections | `SLUICE_MAX_CONNECTIONS` | 64 |
+//! | checksums (awssdk backend) | `AWS_REQUEST_CHECKSUM_CALCULATION`, `AWS_RESPONSE_CHECKSUM_VALIDATION` (`when_supported` \| `when_required`) | `when_required` both |
 
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
@@ -69,6 +70,23 @@ pub struct StoreConfig {
     pub http2: bool,
     /// Upper bound on open connections (and so on requests in flight) per client.
     pub max_connections: usize,
+    pub checksums: Checksums,
+}
+
+/// End-to-end checksums beyond what TLS already protects, named after the AWS SDKs'
+/// `AWS_REQUEST_CHECKSUM_CALCULATION` / `AWS_RESPONSE_CHECKSUM_VALIDATION` settings.
+/// Only the awssdk backend computes them today.
+///
+/// Off by default (`when_required`), where the SDKs default to `when_supported`: the loader
+/// reads large objects as ranged GETs, for which S3 returns no whole-object checksum, so
+/// validation only ever covers small objects; and validating costs a CRC pass over every
+/// byte on the one core a client process may have (measured in the awssdk note).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checksums {
+    /// Send a CRC of each uploaded body (`when_supported`).
+    pub on_upload: bool,
+    /// Check the object's CRC, when the store returns one, on whole-object GETs.
+    pub on_download: bool,
 }
 
 pub const DEFAULT_REGION: &str = "us-east-1";
@@ -97,6 +115,7 @@ impl StoreConfig {
             multipart_part_size: DEFAULT_MULTIPART_PART_SIZE,
             http2: false,
             max_connections: 64,
+            checksums: Checksums::default(),
         }
     }
 
@@ -207,6 +226,12 @@ impl StoreConfig {
         })? {
             cfg.max_connections = n;
         }
+        if let Some(b) = parse_opt(&get, "AWS_REQUEST_CHECKSUM_CALCULATION", parse_when)? {
+            cfg.checksums.on_upload = b;
+        }
+        if let Some(b) = parse_opt(&get, "AWS_RESPONSE_CHECKSUM_VALIDATION", parse_when)? {
+            cfg.checksums.on_download = b;
+        }
         Ok(cfg)
     }
 
@@ -268,6 +293,15 @@ fn parse_bool(s: &str) -> std::result::Result<bool, &'static str> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err("1/0, true/false, yes/no or on/off"),
+    }
+}
+
+/// The AWS SDKs' checksum setting values.
+fn parse_when(s: &str) -> std::result::Result<bool, &'static str> {
+    match s.to_ascii_lowercase().as_str() {
+        "when_supported" => Ok(true),
+        "when_required" => Ok(false),
+        _ => Err("when_supported or when_required"),
     }
 }
 
@@ -413,9 +447,17 @@ mod tests {
             ("SLUICE_MULTIPART_THRESHOLD", "32MiB"),
             ("SLUICE_HTTP2", "1"),
             ("AWS_CA_BUNDLE", "/tmp/ca.pem"),
+            ("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_SUPPORTED"),
         ])
         .await
         .unwrap();
+        assert_eq!(
+            c.checksums,
+            Checksums {
+                on_upload: false,
+                on_download: true
+            }
+        );
         assert_eq!(c.timeouts.stall, Duration::from_millis(2500));
         assert_eq!(c.timeouts.connect, Duration::from_millis(500));
         assert_eq!(c.retry.max_attempts, 3);
@@ -432,6 +474,7 @@ mod tests {
             ("SLUICE_MULTIPART_PART_SIZE", "1MiB"),
             ("AWS_ENDPOINT_URL", "ftp://x"),
             ("SLUICE_HTTP2", "maybe"),
+            ("AWS_REQUEST_CHECKSUM_CALCULATION", "always"),
         ] {
             let err = resolve(&[
                 ("AWS_ACCESS_KEY_ID", "a"),

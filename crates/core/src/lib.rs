@@ -8,6 +8,7 @@
 pub mod config;
 pub mod credentials;
 pub mod error;
+pub mod listing;
 pub mod multipart;
 pub mod pattern;
 pub mod range;
@@ -18,7 +19,7 @@ pub mod sigv4;
 pub mod store;
 pub mod uri;
 
-pub use config::{StoreConfig, Timeouts};
+pub use config::{Checksums, StoreConfig, Timeouts};
 pub use credentials::CredentialsCache;
 pub use error::{Error, Result, TimeoutPhase};
 pub use range::{ByteRange, RangePlanner};

@@ -29,6 +29,47 @@ pub struct ResponseHead {
     pub etag: Option<String>,
 }
 
+impl ResponseHead {
+    /// The head of a GET response to `range`, from its Content-Length and Content-Range
+    /// (sent with a 206, absent from a 200). A reply that does not answer the range asked
+    /// for is an `Integrity` error: writing it at the requested offset would corrupt data.
+    pub fn from_headers(
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        content_length: u64,
+        content_range: Option<&str>,
+        etag: Option<String>,
+    ) -> Result<Self> {
+        let answered_from = |start: u64| match content_range.map(parse_content_range) {
+            // No Content-Range: the whole object, acceptable when that is what was asked.
+            None if start == 0 && range.is_none_or(|r| r.end().is_none()) => {
+                Ok(Some(content_length))
+            }
+            Some(Some((s, total))) if s == start => Ok(total),
+            _ => Err(Error::integrity(
+                uri.to_string(),
+                format!(
+                    "Content-Range {content_range:?} does not answer the requested range {}",
+                    range.map_or_else(|| "(whole object)".to_owned(), |r| r.to_string())
+                ),
+            )),
+        };
+        Ok(ResponseHead {
+            content_length,
+            object_size: answered_from(range.map_or(0, |r| r.start()))?,
+            etag,
+        })
+    }
+}
+
+/// `bytes 100-199/1000` → (100, Some(1000)); a total of `*` → None.
+pub fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
+    let rest = v.strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let start = range.split_once('-')?.0.parse().ok()?;
+    Some((start, total.parse().ok()))
+}
+
 /// Where a backend writes one response: it reports the head, then each body frame.
 #[derive(Debug)]
 pub struct BodySink<'a> {
@@ -179,6 +220,35 @@ mod tests {
             }
             sink.write(body)
         }
+    }
+
+    #[test]
+    fn response_head_checks_the_range_answered() {
+        let uri: ObjectUri = "s3://bkt/k".parse().unwrap();
+        let head = |range, cr| ResponseHead::from_headers(&uri, range, 100, cr, None);
+        let r = |s, e| Some(ByteRange::new(s, e).unwrap());
+        assert_eq!(head(None, None).unwrap().object_size, Some(100));
+        assert_eq!(
+            head(r(100, 200), Some("bytes 100-199/1000"))
+                .unwrap()
+                .object_size,
+            Some(1000)
+        );
+        assert_eq!(
+            head(r(100, 200), Some("bytes 100-199/*"))
+                .unwrap()
+                .object_size,
+            None
+        );
+        // A server that ignores an open-ended range from 0 sends the whole object: fine.
+        let from0 = Some(ByteRange::from_offset(0));
+        assert_eq!(head(from0, None).unwrap().object_size, Some(100));
+        // Ignoring any other range, or answering a different one, is not.
+        let e = head(r(100, 200), None).unwrap_err();
+        assert!(matches!(e, Error::Integrity { .. }) && e.to_string().contains("s3://bkt/k"));
+        assert!(head(r(100, 200), Some("bytes 0-99/1000")).is_err());
+        assert!(head(r(100, 200), Some("items 1-2/3")).is_err());
+        assert_eq!(parse_content_range("bytes 0-0/*"), Some((0, None)));
     }
 
     fn flaky(cuts: u32) -> Flaky {

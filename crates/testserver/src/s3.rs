@@ -61,6 +61,15 @@ fn missing(m: Missing, bucket: &str, key: &str) -> S3Error {
     }
 }
 
+fn checksum_wanted(mode: &Option<ChecksumMode>) -> bool {
+    mode.as_ref()
+        .is_some_and(|m| m.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED))
+}
+
+fn full_object() -> ChecksumType {
+    ChecksumType::from_static(ChecksumType::FULL_OBJECT)
+}
+
 fn etag(quoted: &str) -> ETag {
     ETag::Strong(quoted.trim_matches('"').to_owned())
 }
@@ -176,7 +185,10 @@ impl S3 for MemoryS3 {
             .storage
             .get(&i.bucket, &i.key)
             .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        let checksum_crc64nvme = checksum_wanted(&i.checksum_mode).then(|| obj.crc64nvme.clone());
         Ok(S3Response::new(HeadObjectOutput {
+            checksum_type: checksum_crc64nvme.as_ref().map(|_| full_object()),
+            checksum_crc64nvme,
             content_length: Some(obj.data.len() as i64),
             e_tag: Some(etag(&obj.etag)),
             last_modified: Some(obj.last_modified.into()),
@@ -204,6 +216,8 @@ impl S3 for MemoryS3 {
             ));
         }
         let total = obj.data.len() as u64;
+        let checksum_crc64nvme =
+            (i.range.is_none() && checksum_wanted(&i.checksum_mode)).then(|| obj.crc64nvme.clone());
         let (range, content_range) = match i.range {
             Some(r) => {
                 let rr = r.check(total).map_err(|_| {
@@ -224,6 +238,8 @@ impl S3 for MemoryS3 {
             body: Some(body),
             content_length: Some(len),
             content_range,
+            checksum_type: checksum_crc64nvme.as_ref().map(|_| full_object()),
+            checksum_crc64nvme,
             e_tag: Some(etag(&obj.etag)),
             last_modified: Some(obj.last_modified.into()),
             accept_ranges: Some("bytes".into()),
@@ -438,11 +454,7 @@ impl S3 for MemoryS3 {
             md5s.extend_from_slice(&hex::decode(tag.trim_matches('"')).unwrap_or_default());
         }
         let tag = format!("\"{}-{}\"", hex::encode(Md5::digest(&md5s)), listed.len());
-        let obj = StoredObject {
-            data: Bytes::from(body),
-            etag: tag.clone(),
-            last_modified: std::time::SystemTime::now(),
-        };
+        let obj = StoredObject::with_etag(Bytes::from(body), tag.clone());
         self.storage
             .put(&up.bucket, &up.key, obj)
             .map_err(|m| missing(m, &up.bucket, &up.key))?;

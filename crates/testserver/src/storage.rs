@@ -15,12 +15,27 @@ pub struct StoredObject {
     /// Quoted, as S3 sends it.
     pub etag: String,
     pub last_modified: SystemTime,
+    /// Base64 CRC64NVME of the whole object: S3 computes one for every new object and
+    /// returns it to GETs of the whole object that ask (`x-amz-checksum-mode: ENABLED`),
+    /// which is what SDKs validate.
+    pub crc64nvme: String,
 }
 
 impl StoredObject {
+    /// An object from a single PUT: its ETag is the MD5 of its bytes.
     pub fn new(data: Bytes) -> Self {
         let etag = format!("\"{}\"", hex::encode(Md5::digest(&data)));
+        Self::with_etag(data, etag)
+    }
+
+    pub fn with_etag(data: Bytes, etag: String) -> Self {
+        let mut crc = s3s::checksum::ChecksumHasher {
+            crc64nvme: Some(Default::default()),
+            ..Default::default()
+        };
+        crc.update(&data);
         Self {
+            crc64nvme: crc.finalize().checksum_crc64nvme.unwrap_or_default(),
             data,
             etag,
             last_modified: SystemTime::now(),
