@@ -14,14 +14,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use http::{HeaderMap, HeaderValue, Method};
-use http_body_util::BodyExt;
 use sluice_core::listing::{ListPage, paginate};
 use sluice_core::multipart::{self, MultipartApi};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::retry::retry;
 use sluice_core::{
     ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, PutInfo, PutPayload,
-    Result, Segment, StoreConfig, TimeoutPhase,
+    Result, Segment, StoreConfig,
 };
 use std::sync::Arc;
 use transport::{Transport, header_str, read_small_body};
@@ -148,36 +147,11 @@ impl GetAttempt for HyperStore {
             header_str(h, "etag").map(str::to_owned),
         )?)?;
 
-        let stall = self.cfg().timeouts.stall;
-        let mut body = resp.response.into_body();
-        let mut received = 0u64;
-        loop {
-            let frame = match tokio::time::timeout(stall, body.frame()).await {
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        uri: subject,
-                        phase: TimeoutPhase::Stall,
-                        after: stall,
-                    });
-                }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
-                    return Err(Error::transport_with(subject, e));
-                }
-                Ok(Some(Ok(f))) => f,
-            };
-            if let Ok(data) = frame.into_data() {
-                received += data.len() as u64;
-                sink.write(&data)?;
-            }
-        }
-        if received != content_length {
-            return Err(Error::transport(
-                subject,
-                format!("body ended after {received} of {content_length} bytes"),
-            ));
-        }
-        Ok(())
+        let body = http_body_util::BodyDataStream::new(resp.response.into_body());
+        sink.drain(self.cfg().timeouts.stall, body, |e| {
+            Error::transport_with(&subject, e)
+        })
+        .await
     }
 }
 

@@ -23,7 +23,7 @@ use object_store::{
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::{
     ByteRange, CredentialsCache, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
-    PutInfo, PutPayload, Result, Segment, StoreConfig, TimeoutPhase,
+    PutInfo, PutPayload, Result, Segment, StoreConfig,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -175,36 +175,11 @@ impl GetAttempt for ObjectStoreBackend {
             object_size: Some(res.meta.size),
             etag: res.meta.e_tag.clone(),
         })?;
-        let stall = self.cfg.timeouts.stall;
-        let mut body = res.into_stream();
-        let mut received = 0u64;
-        loop {
-            match tokio::time::timeout(stall, body.next()).await {
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        uri: req.uri.to_string(),
-                        phase: TimeoutPhase::Stall,
-                        after: stall,
-                    });
-                }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => return Err(Error::transport_with(req.uri.to_string(), e)),
-                Ok(Some(Ok(chunk))) => {
-                    received += chunk.len() as u64;
-                    sink.write(&chunk)?;
-                }
-            }
-        }
-        if received != range.end - range.start {
-            return Err(Error::transport(
-                req.uri.to_string(),
-                format!(
-                    "body ended after {received} of {} bytes",
-                    range.end - range.start
-                ),
-            ));
-        }
-        Ok(())
+        let uri = req.uri.to_string();
+        sink.drain(self.cfg.timeouts.stall, res.into_stream(), |e| {
+            Error::transport_with(&uri, e)
+        })
+        .await
     }
 }
 

@@ -83,7 +83,7 @@ pub struct GetArgs {
 
 fn parse_threshold(s: &str) -> Result<u64, String> {
     if s.eq_ignore_ascii_case("off") {
-        Ok(u64::MAX)
+        Ok(sluice_core::RangePlanner::NEVER)
     } else {
         crate::serve::parse_size(s)
     }

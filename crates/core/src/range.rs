@@ -91,6 +91,14 @@ pub struct RangePlanner {
 }
 
 impl RangePlanner {
+    /// A threshold that no object reaches: every object is read with one GET.
+    pub const NEVER: u64 = u64::MAX;
+
+    /// Whether any object could be split (false when the threshold is `NEVER`).
+    pub fn splits(&self) -> bool {
+        self.threshold != Self::NEVER
+    }
+
     /// `None`: fetch in one request. `Some(ranges)`: contiguous, covering `0..size`, each at
     /// most `chunk_size` bytes, in order.
     pub fn plan(&self, size: u64) -> Option<Vec<ByteRange>> {

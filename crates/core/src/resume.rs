@@ -2,13 +2,15 @@
 //! ask only for the bytes not yet received, pinned to the same object version with
 //! `If-Match` on its ETag. Every backend's `get_into` goes through `get_with_resume`.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TimeoutPhase};
 use crate::range::ByteRange;
 use crate::retry::RetryPolicy;
 use crate::segment::Segment;
 use crate::store::GetInfo;
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
+use futures::{Stream, StreamExt};
+use std::time::Duration;
 
 /// One HTTP GET to make.
 #[derive(Debug, Clone)]
@@ -106,6 +108,49 @@ impl<'a> BodySink<'a> {
     pub fn head(&self) -> Option<&ResponseHead> {
         self.head.as_ref()
     }
+
+    /// Writes every chunk of `body` (after `begin`), waiting at most `stall` for each, and
+    /// checks the body was as long as its head said: a short body is a retryable
+    /// `Transport` error, so `get_with_resume` asks for the rest. `map_err` turns the
+    /// stack's own body errors into ours.
+    pub async fn drain<S, B, E>(
+        &mut self,
+        stall: Duration,
+        mut body: S,
+        map_err: impl Fn(E) -> Error,
+    ) -> Result<()>
+    where
+        S: Stream<Item = std::result::Result<B, E>> + Unpin,
+        B: AsRef<[u8]>,
+    {
+        let expected = self.head.as_ref().map_or(0, |h| h.content_length);
+        let mut received = 0u64;
+        loop {
+            match tokio::time::timeout(stall, body.next()).await {
+                Err(_) => {
+                    return Err(Error::Timeout {
+                        uri: self.uri.to_string(),
+                        phase: TimeoutPhase::Stall,
+                        after: stall,
+                    });
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => return Err(map_err(e)),
+                Ok(Some(Ok(chunk))) => {
+                    let chunk = chunk.as_ref();
+                    received += chunk.len() as u64;
+                    self.write(chunk)?;
+                }
+            }
+        }
+        if received != expected {
+            return Err(Error::transport(
+                self.uri.to_string(),
+                format!("body ended after {received} of {expected} bytes"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A backend's single attempt at a GET: send `req`, call `sink.begin` with the head, then
@@ -183,7 +228,6 @@ pub async fn get_with_resume(
 mod tests {
     use super::*;
     use std::sync::Mutex;
-    use std::time::Duration;
 
     /// A fake server in memory: serves `data`, cutting the body after `cut_after` bytes for
     /// the first `cuts` attempts, and records the requests it saw.

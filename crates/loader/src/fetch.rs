@@ -54,6 +54,16 @@ impl Fetcher {
     /// Size unknown: the first ranged GET learns it from Content-Range (no HEAD round trip);
     /// small objects are done in that one request.
     async fn fetch_unknown(&self, uri: &ObjectUri) -> Result<Fetched> {
+        if !self.planner.splits() {
+            // Never split: one plain GET, whatever the size (the buffer grows to fit).
+            let mut seg = Segment::growable();
+            let info = self.get_into(uri, None, &mut seg).await?;
+            return Ok(Fetched {
+                data: self.finish(uri, seg)?,
+                requests: 1,
+                attempts: info.attempts,
+            });
+        }
         let first =
             ByteRange::with_len(0, self.planner.chunk_size.get()).expect("chunk size is non-zero");
         let mut seg = Segment::growable();

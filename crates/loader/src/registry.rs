@@ -13,6 +13,9 @@ pub fn compiled() -> Vec<&'static str> {
     if cfg!(feature = "hyper") {
         v.push("hyper");
     }
+    if cfg!(feature = "awssdk") {
+        v.push("awssdk");
+    }
     if cfg!(feature = "objectstore") {
         v.push("objectstore");
     }
@@ -45,6 +48,8 @@ fn build(name: &str, option: &str, cfg: StoreConfig) -> Result<Arc<dyn ObjectSto
     match name {
         #[cfg(feature = "hyper")]
         "hyper" => Ok(Arc::new(sluice_backend_hyper::HyperStore::new(cfg)?)),
+        #[cfg(feature = "awssdk")]
+        "awssdk" => Ok(Arc::new(sluice_backend_awssdk::AwsSdkStore::new(cfg)?)),
         #[cfg(feature = "objectstore")]
         "objectstore" => Ok(Arc::new(
             sluice_backend_objectstore::ObjectStoreBackend::new(cfg)?,

@@ -106,13 +106,27 @@ async fn uri_dataset_learns_sizes_from_the_first_range() {
         let (server, store) = setup(backend).await;
         let sizes = [0, 10, 256 << 10, (3 << 20) + 1];
         let uris = seed(&server, "u/", &sizes);
-        let mut loader = Loader::new(store, &Dataset::from_uris(uris.clone()), opts()).unwrap();
+        let mut loader =
+            Loader::new(store.clone(), &Dataset::from_uris(uris.clone()), opts()).unwrap();
         let got = drain(&mut loader).await;
         let set: BTreeSet<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
-        assert_eq!(set, uris.into_iter().collect(), "{backend}");
+        assert_eq!(set, uris.iter().cloned().collect(), "{backend}");
         assert_eq!(server.faults().heads(), 0, "{backend}: no HEAD round trips");
         // empty: 416 then a plain GET (2); 10 B and 256 KiB: one ranged GET each; 3 MiB+1: 13 ranges.
         assert_eq!(server.faults().requests(), 2 + 1 + 1 + 13, "{backend}");
+
+        // Splitting off: one plain GET per object, whatever its size.
+        let before = server.faults().requests();
+        let never = LoaderOptions {
+            range_threshold: sluice_core::RangePlanner::NEVER,
+            ..opts()
+        };
+        let mut loader = Loader::new(store, &Dataset::from_uris(uris), never).unwrap();
+        let got = drain(&mut loader).await;
+        let mut lens: Vec<usize> = got.iter().map(|o| o.data.len()).collect();
+        lens.sort();
+        assert_eq!(lens, sizes, "{backend}");
+        assert_eq!(server.faults().requests() - before, 4, "{backend}");
     }
 }
 
@@ -201,7 +215,7 @@ async fn memory_budget_bounds_objects_in_flight() {
             let o = LoaderOptions {
                 prefetch: 8,
                 memory_budget: budget,
-                range_threshold: u64::MAX,
+                range_threshold: sluice_core::RangePlanner::NEVER,
                 ..opts()
             };
             let ds = Dataset::from_items(

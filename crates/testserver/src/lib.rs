@@ -26,6 +26,7 @@ pub mod conformance;
 pub use faults::{Fault, Faults};
 pub use storage::Storage;
 
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use s3s::auth::SimpleAuth;
@@ -199,7 +200,20 @@ async fn accept_loop(
             }
         };
         stream.set_nodelay(true).ok();
-        let service = service.clone();
+        let s3 = service.clone();
+        // HTTP/1.1 drops a HEAD response's body on the wire; over HTTP/2 hyper sends the
+        // body s3s renders for a failed HEAD, and the peer resets the stream. Drop it here.
+        let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+            let head = req.method() == http::Method::HEAD;
+            let call = hyper::service::Service::call(&s3, req);
+            async move {
+                let mut resp = call.await?;
+                if head {
+                    *resp.body_mut() = s3s::Body::empty();
+                }
+                Ok::<_, s3s::HttpError>(resp)
+            }
+        });
         let tls = tls.clone();
         conns.spawn(async move {
             let builder = auto::Builder::new(TokioExecutor::new());

@@ -1,0 +1,52 @@
+//! The SDK's errors as ours, keeping the status, S3 error code and request id.
+
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::RequestId;
+use sluice_core::error::error_chain;
+use sluice_core::{Error, TimeoutPhase, Timeouts};
+
+pub fn map_error<E>(uri: &str, timeouts: &Timeouts, e: SdkError<E, HttpResponse>) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let request_id = e.request_id().map(str::to_owned);
+    match e {
+        SdkError::ServiceError(ctx) => {
+            let status = ctx.raw().status().as_u16();
+            let err = ctx.err();
+            // HEAD errors carry no body, so no code: fall back to the status.
+            let code = err
+                .code()
+                .map_or_else(|| format!("HTTP{status}"), str::to_owned);
+            let message = err.message().unwrap_or_default().to_owned();
+            Error::from_service(uri, status, code, message, request_id)
+        }
+        SdkError::DispatchFailure(d) if d.is_timeout() => {
+            let text = error_chain(&SdkError::<E, HttpResponse>::DispatchFailure(d));
+            // The connector says which of its two timeouts fired only in its text.
+            let (phase, after) = if text.contains("connect") {
+                (TimeoutPhase::Connect, timeouts.connect)
+            } else {
+                (TimeoutPhase::FirstByte, timeouts.first_byte)
+            };
+            Error::Timeout {
+                uri: uri.to_owned(),
+                phase,
+                after,
+            }
+        }
+        SdkError::TimeoutError(_) => Error::Timeout {
+            uri: uri.to_owned(),
+            phase: TimeoutPhase::FirstByte,
+            after: timeouts.first_byte,
+        },
+        // The request could not be built: nothing was sent and retrying cannot help.
+        SdkError::ConstructionFailure(_) => Error::InvalidUri {
+            uri: uri.to_owned(),
+            reason: error_chain(&e),
+        },
+        // Refused, reset, unparseable reply: retryable.
+        other => Error::transport(uri, error_chain(&other)),
+    }
+}

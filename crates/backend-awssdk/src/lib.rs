@@ -1,0 +1,356 @@
+//! sluice-backend-awssdk: S3 through the official AWS SDK for Rust (aws-sdk-s3) and its own
+//! hyper-1 HTTP client.
+//!
+//! The SDK makes one attempt per call (its retries are off); core's `retry` and
+//! `get_with_resume` supply retries and mid-body resumption, as for every backend. Bodies
+//! are read chunk by chunk from the SDK's `ByteStream` into the caller's segment, never
+//! buffered whole. Response checksums are validated only when asked for
+//! (`AWS_RESPONSE_CHECKSUM_VALIDATION=when_supported`, see `sluice_core::Checksums`).
+
+mod client;
+mod errors;
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{ChecksumMode, CompletedMultipartUpload, CompletedPart};
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use sluice_core::error::error_chain;
+use sluice_core::listing::{ListPage, paginate};
+use sluice_core::multipart::{self, MultipartApi};
+use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
+use sluice_core::retry::retry;
+use sluice_core::{
+    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, PutInfo, PutPayload,
+    Result, Segment, StoreConfig,
+};
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+#[derive(Debug, Clone)]
+pub struct AwsSdkStore {
+    client: aws_sdk_s3::Client,
+    cfg: Arc<StoreConfig>,
+    /// The SDK's pool does not bound connections; this bounds requests in flight (and so
+    /// connections) to `max_connections`, as the hyper backend does.
+    permits: Arc<Semaphore>,
+}
+
+impl AwsSdkStore {
+    pub fn new(cfg: StoreConfig) -> Result<Self> {
+        Ok(Self {
+            client: client::build(&cfg)?,
+            permits: Arc::new(Semaphore::new(cfg.max_connections)),
+            cfg: Arc::new(cfg),
+        })
+    }
+
+    /// Builds the store from the standard AWS environment (see `StoreConfig::from_env`).
+    pub async fn from_env() -> Result<Self> {
+        Self::new(StoreConfig::from_env().await?)
+    }
+
+    async fn permit(&self) -> SemaphorePermit<'_> {
+        self.permits
+            .acquire()
+            .await
+            .expect("the semaphore is never closed")
+    }
+
+    fn err<E>(&self, subject: &str, e: SdkError<E, HttpResponse>) -> Error
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        errors::map_error(subject, &self.cfg.timeouts, e)
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        let subject = prefix.to_string();
+        let _permit = self.permit().await;
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(prefix.bucket())
+            .prefix(prefix.key())
+            .set_delimiter((!recursive).then(|| "/".to_owned()))
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| self.err(&subject, e))?;
+        let mut entries: Vec<ListEntry> = page
+            .common_prefixes()
+            .iter()
+            .filter_map(|p| p.prefix())
+            .map(|p| ListEntry::Prefix(prefix.with_key(p.to_owned())))
+            .collect();
+        for o in page.contents() {
+            let Some(key) = o.key() else { continue };
+            entries.push(ListEntry::Object(ObjectMeta {
+                uri: prefix.with_key(key.to_owned()),
+                size: o.size().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+                etag: o.e_tag().map(str::to_owned),
+                last_modified: o
+                    .last_modified()
+                    .and_then(|t| SystemTime::try_from(*t).ok()),
+            }));
+        }
+        ListPage::new(
+            &subject,
+            entries,
+            page.is_truncated().unwrap_or(false),
+            page.next_continuation_token().map(str::to_owned),
+        )
+    }
+}
+
+fn length(subject: &str, what: &str, n: Option<i64>) -> Result<u64> {
+    n.and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| Error::transport(subject, format!("{what} response has no Content-Length")))
+}
+
+#[async_trait]
+impl GetAttempt for AwsSdkStore {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        let subject = req.uri.to_string();
+        let _permit = self.permit().await;
+        let out = self
+            .client
+            .get_object()
+            .bucket(req.uri.bucket())
+            .key(req.uri.key())
+            .set_range(req.range.map(|r| r.to_header()))
+            .set_if_match(req.if_match.map(str::to_owned))
+            // S3 returns a whole-object checksum only to whole-object GETs that ask.
+            .set_checksum_mode(
+                (self.cfg.checksums.on_download && req.range.is_none())
+                    .then_some(ChecksumMode::Enabled),
+            )
+            .send()
+            .await
+            .map_err(|e| self.err(&subject, e))?;
+        sink.begin(ResponseHead::from_headers(
+            req.uri,
+            req.range,
+            length(&subject, "GET", out.content_length())?,
+            out.content_range(),
+            out.e_tag().map(str::to_owned),
+        )?)?;
+        // `ByteStream` has an inherent `next` but is not a `Stream`.
+        let body = Box::pin(futures::stream::unfold(out.body, |mut b| async move {
+            b.next().await.map(|chunk| (chunk, b))
+        }));
+        sink.drain(self.cfg.timeouts.stall, body, |e| {
+            let text = error_chain(&e);
+            // The SDK's checksum validator fails the body's last read on a mismatch: the
+            // bytes already written are wrong, so this must not be resumed.
+            if text.contains("checksum mismatch") {
+                Error::integrity(&subject, text)
+            } else {
+                Error::transport_with(&subject, e)
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl MultipartApi for AwsSdkStore {
+    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+        let s = uri.to_string();
+        let _permit = self.permit().await;
+        let out = self
+            .client
+            .create_multipart_upload()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .send()
+            .await
+            .map_err(|e| self.err(&s, e))?;
+        out.upload_id().map(str::to_owned).ok_or_else(|| {
+            Error::transport(&s, "CreateMultipartUpload answered without an UploadId")
+        })
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<String> {
+        let s = uri.to_string();
+        let _permit = self.permit().await;
+        let out = self
+            .client
+            .upload_part()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .upload_id(upload_id)
+            .part_number(part_number as i32)
+            .content_length(data.len() as i64)
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .map_err(|e| self.err(&s, e))?;
+        out.e_tag().map(str::to_owned).ok_or_else(|| {
+            Error::transport(
+                &s,
+                format!("UploadPart {part_number} answered without an ETag"),
+            )
+        })
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<Option<String>> {
+        let s = uri.to_string();
+        let parts = parts
+            .iter()
+            .map(|(n, tag)| {
+                CompletedPart::builder()
+                    .part_number(*n as i32)
+                    .e_tag(tag)
+                    .build()
+            })
+            .collect();
+        let _permit = self.permit().await;
+        let out = self
+            .client
+            .complete_multipart_upload()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .upload_id(upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| self.err(&s, e))?;
+        Ok(out.e_tag().map(str::to_owned))
+    }
+
+    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        let s = uri.to_string();
+        let _permit = self.permit().await;
+        self.client
+            .abort_multipart_upload()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .upload_id(upload_id)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| self.err(&s, e))
+    }
+}
+
+#[async_trait]
+impl ObjectStore for AwsSdkStore {
+    fn backend(&self) -> &'static str {
+        "awssdk"
+    }
+
+    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        let s = uri.to_string();
+        retry(&self.cfg.retry, || async {
+            let _permit = self.permit().await;
+            let out = self
+                .client
+                .head_object()
+                .bucket(uri.bucket())
+                .key(uri.key())
+                .send()
+                .await
+                .map_err(|e| self.err(&s, e))?;
+            Ok(ObjectMeta {
+                uri: uri.clone(),
+                size: length(&s, "HEAD", out.content_length())?,
+                etag: out.e_tag().map(str::to_owned),
+                last_modified: out
+                    .last_modified()
+                    .and_then(|t| SystemTime::try_from(*t).ok()),
+            })
+        })
+        .await
+    }
+
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        dst: &mut Segment,
+    ) -> Result<GetInfo> {
+        get_with_resume(self, &self.cfg.retry, uri, range, dst).await
+    }
+
+    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
+        let prefix = prefix.clone();
+        paginate(&self.cfg.retry, move |token| {
+            let prefix = prefix.clone();
+            async move { self.list_page(&prefix, recursive, token).await }
+        })
+    }
+
+    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        let data = data.0;
+        if data.len() as u64 >= self.cfg.multipart_threshold {
+            return multipart::upload(
+                self,
+                &self.cfg.retry,
+                uri,
+                data,
+                self.cfg.multipart_part_size,
+            )
+            .await;
+        }
+        let s = uri.to_string();
+        retry(&self.cfg.retry, || async {
+            let _permit = self.permit().await;
+            let out = self
+                .client
+                .put_object()
+                .bucket(uri.bucket())
+                .key(uri.key())
+                .content_length(data.len() as i64)
+                // `Bytes` clone: a reference count, not a copy of the payload.
+                .body(ByteStream::from(data.clone()))
+                .send()
+                .await
+                .map_err(|e| self.err(&s, e))?;
+            Ok(PutInfo {
+                etag: out.e_tag().map(str::to_owned),
+                parts: None,
+            })
+        })
+        .await
+    }
+
+    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+        let s = uri.to_string();
+        retry(&self.cfg.retry, || async {
+            let _permit = self.permit().await;
+            self.client
+                .delete_object()
+                .bucket(uri.bucket())
+                .key(uri.key())
+                .send()
+                .await
+                .map(drop)
+                .map_err(|e| self.err(&s, e))
+        })
+        .await
+    }
+}

@@ -1,0 +1,48 @@
+"""sluice: read training data from S3-compatible object storage at network speed.
+
+Configuration comes from the standard AWS environment (AWS_ENDPOINT_URL_S3, AWS_REGION,
+AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or a profile, AWS_CA_BUNDLE, ...); the client
+stack from S3_BACKEND (hyper, awssdk or objectstore; default hyper).
+
+    import sluice
+    ds = sluice.Dataset.from_prefix("s3://bucket/train/")
+    for obj in sluice.Loader(ds, prefetch=16):
+        arr = numpy.frombuffer(obj, dtype=numpy.uint8)   # no copy
+
+Importing sluice does not import torch; `sluice.torch` does.
+"""
+
+from ._native import (
+    Client,
+    Dataset,
+    Loader,
+    Object,
+    S3Error,
+    backends,
+    delete,
+    exists,
+    get,
+    get_many,
+    get_range,
+    list,
+    put,
+    stat,
+)
+
+__all__ = [
+    "Client",
+    "Dataset",
+    "Loader",
+    "Object",
+    "S3Error",
+    "backends",
+    "delete",
+    "exists",
+    "get",
+    "get_many",
+    "get_range",
+    "list",
+    "put",
+    "stat",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Drop-in modules for other libraries' APIs, backed by sluice."""

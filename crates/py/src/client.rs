@@ -1,0 +1,281 @@
+//! `sluice.Client` and the module-level functions that use a default client from the
+//! environment.
+
+use crate::errors::{to_py, value_error};
+use crate::object::{Object, bytes_of};
+use crate::runtime::{PerProcess, check_owner, runtime};
+use futures::{StreamExt, TryStreamExt};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sluice_core::{ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+/// Runs `fut` to completion on this process's runtime with the GIL released.
+pub fn block<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    py.detach(|| rt.block_on(fut)).map_err(to_py)
+}
+
+pub fn parse_uri(uri: &str) -> PyResult<ObjectUri> {
+    ObjectUri::parse(uri).map_err(to_py)
+}
+
+/// A connection to one S3 endpoint through one client stack, configured from the standard
+/// AWS environment (AWS_ENDPOINT_URL_S3, AWS_REGION, credentials chain, AWS_CA_BUNDLE, ...)
+/// with the arguments given here taking precedence.
+#[pyclass(frozen, module = "sluice", name = "Client")]
+#[derive(Debug)]
+pub struct Client {
+    store: Arc<dyn ObjectStore>,
+    owner: u32,
+}
+
+impl Client {
+    pub fn store(&self) -> PyResult<Arc<dyn ObjectStore>> {
+        check_owner(self.owner, "sluice.Client")?;
+        Ok(self.store.clone())
+    }
+
+    pub fn build(
+        py: Python<'_>,
+        backend: Option<&str>,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+        ca_bundle: Option<PathBuf>,
+        max_attempts: Option<u32>,
+    ) -> PyResult<Self> {
+        let mut cfg: StoreConfig = block(py, StoreConfig::from_env())?;
+        if let Some(e) = endpoint {
+            let url = e
+                .parse()
+                .map_err(|err| value_error("endpoint", format!("{e:?} is not a URL: {err}")))?;
+            cfg.endpoint = Some(url);
+            cfg.path_style = true;
+        }
+        if let Some(r) = region {
+            cfg.region = r.to_owned();
+        }
+        if ca_bundle.is_some() {
+            cfg.ca_bundle = ca_bundle;
+        }
+        if let Some(n) = max_attempts {
+            if n == 0 {
+                return Err(value_error("max_attempts", "must be at least 1"));
+            }
+            cfg.retry.max_attempts = n;
+        }
+        let store = sluice_loader::registry::open(backend, cfg).map_err(to_py)?;
+        Ok(Self {
+            store,
+            owner: std::process::id(),
+        })
+    }
+}
+
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None))]
+    fn py_new(
+        py: Python<'_>,
+        backend: Option<&str>,
+        endpoint: Option<&str>,
+        region: Option<&str>,
+        ca_bundle: Option<PathBuf>,
+        max_attempts: Option<u32>,
+    ) -> PyResult<Self> {
+        Self::build(py, backend, endpoint, region, ca_bundle, max_attempts)
+    }
+
+    /// The client stack in use: "hyper", "awssdk" or "objectstore".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+
+    /// The whole object.
+    fn get(&self, py: Python<'_>, uri: &str) -> PyResult<Object> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let data = block(py, async move { store.get(&u, None).await })?;
+        Ok(Object::new(uri.to_owned(), data))
+    }
+
+    /// `length` bytes from `offset` (to the end when `length` is None).
+    #[pyo3(signature = (uri, offset, length=None))]
+    fn get_range(
+        &self,
+        py: Python<'_>,
+        uri: &str,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Object> {
+        let range = match length {
+            None => ByteRange::from_offset(offset),
+            Some(0) => return Ok(Object::new(uri.to_owned(), bytes::Bytes::new())),
+            Some(n) => {
+                let end = offset
+                    .checked_add(n)
+                    .ok_or_else(|| value_error("length", "offset + length overflows"))?;
+                ByteRange::new(offset, end).map_err(to_py)?
+            }
+        };
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let data = block(py, async move { store.get(&u, Some(range)).await })?;
+        Ok(Object::new(uri.to_owned(), data))
+    }
+
+    /// Every object, `max_in_flight` at a time, returned in the order given.
+    #[pyo3(signature = (uris, max_in_flight=64))]
+    fn get_many(
+        &self,
+        py: Python<'_>,
+        uris: Vec<String>,
+        max_in_flight: usize,
+    ) -> PyResult<Vec<Object>> {
+        if max_in_flight == 0 {
+            return Err(value_error("max_in_flight", "must be at least 1"));
+        }
+        let store = self.store()?;
+        let parsed = uris
+            .iter()
+            .map(|u| parse_uri(u))
+            .collect::<PyResult<Vec<_>>>()?;
+        let data: Vec<bytes::Bytes> = block(py, async move {
+            futures::stream::iter(parsed)
+                .map(|u| {
+                    let store = store.clone();
+                    async move { store.get(&u, None).await }
+                })
+                .buffered(max_in_flight)
+                .try_collect()
+                .await
+        })?;
+        Ok(uris
+            .into_iter()
+            .zip(data)
+            .map(|(u, d)| Object::new(u, d))
+            .collect())
+    }
+
+    /// URIs under `uri` (a prefix). Not recursive: objects directly under it and the
+    /// sub-prefixes, ending in "/".
+    #[pyo3(signature = (uri, recursive=false))]
+    fn list(&self, py: Python<'_>, uri: &str, recursive: bool) -> PyResult<Vec<String>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let entries: Vec<ListEntry> =
+            block(
+                py,
+                async move { store.list(&u, recursive).try_collect().await },
+            )?;
+        Ok(entries.iter().map(|e| e.uri().to_string()).collect())
+    }
+
+    /// {"uri", "size", "etag", "last_modified" (seconds since the epoch, or None)}.
+    fn stat<'py>(&self, py: Python<'py>, uri: &str) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let meta = block(py, async move { store.head(&u).await })?;
+        let d = PyDict::new(py);
+        d.set_item("uri", uri)?;
+        d.set_item("size", meta.size)?;
+        d.set_item("etag", meta.etag)?;
+        d.set_item(
+            "last_modified",
+            meta.last_modified
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_secs_f64()),
+        )?;
+        Ok(d)
+    }
+
+    /// Whether the object exists (HEAD; other failures raise).
+    fn exists(&self, py: Python<'_>, uri: &str) -> PyResult<bool> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        block(py, async move {
+            match store.head(&u).await {
+                Ok(_) => Ok(true),
+                Err(Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// Uploads any bytes-like object (multipart at/above SLUICE_MULTIPART_THRESHOLD).
+    /// Returns the ETag.
+    fn put(&self, py: Python<'_>, uri: &str, data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let payload = bytes_of(py, data)?;
+        let info = block(py, async move { store.put(&u, PutPayload(payload)).await })?;
+        Ok(info.etag)
+    }
+
+    /// Deletes the object (deleting a missing key succeeds, as on S3).
+    fn delete(&self, py: Python<'_>, uri: &str) -> PyResult<()> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        block(py, async move { store.delete(&u).await })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<sluice.Client backend={}>", self.store.backend())
+    }
+}
+
+static DEFAULT: PerProcess<Py<Client>> = PerProcess::new();
+
+/// The module-level functions' client: from the environment, one per process.
+pub fn default_client(py: Python<'_>) -> PyResult<Py<Client>> {
+    DEFAULT
+        .get_or_try_init(|| Py::new(py, Client::build(py, None, None, None, None, None)?))
+        .map(|c| c.clone_ref(py))
+}
+
+macro_rules! delegate {
+    ($(#[$m:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        #[pyfunction]
+        $(#[$m])*
+        pub fn $name(py: Python<'_>, $($arg: $ty),*) -> PyResult<$ret> {
+            default_client(py)?.get().$name(py, $($arg),*)
+        }
+    };
+}
+
+delegate!(
+    /// `Client().get` on the default client.
+    fn get(uri: &str) -> Object
+);
+delegate!(
+    #[pyo3(signature = (uri, offset, length=None))]
+    fn get_range(uri: &str, offset: u64, length: Option<u64>) -> Object
+);
+delegate!(
+    #[pyo3(signature = (uris, max_in_flight=64))]
+    fn get_many(uris: Vec<String>, max_in_flight: usize) -> Vec<Object>
+);
+delegate!(
+    #[pyo3(signature = (uri, recursive=false))]
+    fn list(uri: &str, recursive: bool) -> Vec<String>
+);
+delegate!(fn exists(uri: &str) -> bool);
+delegate!(fn delete(uri: &str) -> ());
+
+#[pyfunction]
+pub fn stat<'py>(py: Python<'py>, uri: &str) -> PyResult<Bound<'py, PyDict>> {
+    default_client(py)?.get().stat(py, uri)
+}
+
+#[pyfunction]
+pub fn put(py: Python<'_>, uri: &str, data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    default_client(py)?.get().put(py, uri, data)
+}

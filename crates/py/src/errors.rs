@@ -1,0 +1,55 @@
+//! sluice errors as Python exceptions: the built-in class that fits, so `except
+//! FileNotFoundError` works, and `S3Error` (an `OSError`) with the service's details.
+
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyOSError, PyPermissionError, PyTimeoutError, PyValueError,
+};
+use pyo3::prelude::*;
+use sluice_core::Error;
+
+pyo3::create_exception!(
+    sluice,
+    S3Error,
+    PyOSError,
+    "An S3 request failed: `status` (HTTP status or None), `code` (S3 error code, or Transport / Integrity), `request_id` and `uri`."
+);
+
+pub fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match &e {
+        Error::NotFound { .. } => PyFileNotFoundError::new_err(msg),
+        Error::PermissionDenied { .. } => PyPermissionError::new_err(msg),
+        Error::InvalidUri { .. } | Error::InvalidConfig { .. } => PyValueError::new_err(msg),
+        Error::Timeout { .. } => PyTimeoutError::new_err(msg),
+        _ => s3_error(&e, msg),
+    }
+}
+
+fn s3_error(e: &Error, msg: String) -> PyErr {
+    let (status, code, request_id) = match e {
+        Error::Service {
+            status,
+            code,
+            request_id,
+            ..
+        } => (Some(*status), code.clone(), request_id.clone()),
+        Error::Integrity { .. } => (None, "Integrity".to_owned(), None),
+        Error::Cancelled { .. } => (None, "Cancelled".to_owned(), None),
+        _ => (None, "Transport".to_owned(), None),
+    };
+    let uri = e.subject().to_owned();
+    Python::attach(|py| {
+        let err = S3Error::new_err(msg);
+        let v = err.value(py);
+        // Setting attributes on a fresh exception cannot fail.
+        let _ = v.setattr("status", status);
+        let _ = v.setattr("code", code);
+        let _ = v.setattr("request_id", request_id);
+        let _ = v.setattr("uri", uri);
+        err
+    })
+}
+
+pub fn value_error(option: &str, reason: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("{option}: {reason}"))
+}

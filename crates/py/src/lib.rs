@@ -1,0 +1,33 @@
+//! The `sluice._native` extension module; the `sluice` package re-exports it (see
+//! `python/sluice/__init__.py`). Every call that waits on the network or copies object
+//! bytes releases the GIL.
+
+mod client;
+mod errors;
+mod loader;
+mod object;
+mod runtime;
+mod testing;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::Client>()?;
+    m.add_class::<object::Object>()?;
+    m.add_class::<loader::Dataset>()?;
+    m.add_class::<loader::Loader>()?;
+    m.add_class::<testing::TestServer>()?;
+    m.add("S3Error", m.py().get_type::<errors::S3Error>())?;
+    m.add_function(wrap_pyfunction!(client::get, m)?)?;
+    m.add_function(wrap_pyfunction!(client::get_range, m)?)?;
+    m.add_function(wrap_pyfunction!(client::get_many, m)?)?;
+    m.add_function(wrap_pyfunction!(client::list, m)?)?;
+    m.add_function(wrap_pyfunction!(client::stat, m)?)?;
+    m.add_function(wrap_pyfunction!(client::exists, m)?)?;
+    m.add_function(wrap_pyfunction!(client::put, m)?)?;
+    m.add_function(wrap_pyfunction!(client::delete, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::pattern, m)?)?;
+    m.add("backends", sluice_loader::registry::compiled())?;
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! `sluice.Dataset` and `sluice.Loader`: the Rust loader, iterated from Python.
+
+use crate::client::{Client, block, default_client, parse_uri};
+use crate::errors::{to_py, value_error};
+use crate::object::Object;
+use crate::runtime::{check_owner, runtime};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sluice_loader::{OnError, Order, Sharding};
+use std::sync::{Arc, Mutex};
+use tokio::runtime::Runtime;
+
+/// (URI, size if a listing told it): how a dataset item travels through pickle.
+type PickledItem = (String, Option<u64>);
+
+/// The objects to read: URIs as given, or one listing of a prefix.
+#[pyclass(frozen, module = "sluice", name = "Dataset")]
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub inner: sluice_loader::Dataset,
+}
+
+#[pymethods]
+impl Dataset {
+    /// From URIs as given: no listing and no HEAD requests.
+    #[staticmethod]
+    fn from_uris(uris: Vec<String>) -> PyResult<Self> {
+        let parsed = uris
+            .iter()
+            .map(|u| parse_uri(u))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Self {
+            inner: sluice_loader::Dataset::from_uris(parsed),
+        })
+    }
+
+    /// From one recursive listing of `uri` (sizes kept), only keys ending in `suffix`.
+    #[staticmethod]
+    #[pyo3(signature = (uri, suffix=None, client=None))]
+    fn from_prefix(
+        py: Python<'_>,
+        uri: &str,
+        suffix: Option<String>,
+        client: Option<Py<Client>>,
+    ) -> PyResult<Self> {
+        let client = match client {
+            Some(c) => c,
+            None => default_client(py)?,
+        };
+        let store = client.get().store()?;
+        let prefix = parse_uri(uri)?;
+        let inner = block(py, async move {
+            sluice_loader::Dataset::from_prefix(store.as_ref(), &prefix, suffix.as_deref()).await
+        })?;
+        Ok(Self { inner })
+    }
+
+    /// Rebuilds a dataset from `__reduce__`'s (uri, size) pairs.
+    #[staticmethod]
+    fn _from_items(items: Vec<PickledItem>) -> PyResult<Self> {
+        let items = items
+            .into_iter()
+            .map(|(u, size)| {
+                Ok(sluice_loader::Item {
+                    uri: parse_uri(&u)?,
+                    size,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Self {
+            inner: sluice_loader::Dataset::from_items(items),
+        })
+    }
+
+    /// Pickling (spawned DataLoader workers receive the dataset this way): the URIs and the
+    /// sizes a listing found, so a worker needs no listing of its own.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Vec<PickledItem>,))> {
+        let items = slf
+            .get()
+            .inner
+            .items()
+            .iter()
+            .map(|i| (i.uri.to_string(), i.size))
+            .collect();
+        Ok((slf.get_type().getattr("_from_items")?, (items,)))
+    }
+
+    /// The URIs, in dataset order.
+    #[getter]
+    fn uris(&self) -> Vec<String> {
+        self.inner
+            .items()
+            .iter()
+            .map(|i| i.uri.to_string())
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<sluice.Dataset {} objects>", self.inner.len())
+    }
+}
+
+/// Reads a dataset (this reader's shard of it) with `prefetch` objects in flight; iterate
+/// it for `sluice.Object`s.
+#[pyclass(frozen, module = "sluice", name = "Loader")]
+#[derive(Debug)]
+pub struct Loader {
+    inner: Mutex<Option<sluice_loader::Loader>>,
+    rt: Arc<Runtime>,
+    owner: u32,
+    len: usize,
+}
+
+fn parse_order(order: &str) -> PyResult<Order> {
+    match order {
+        "completion" => Ok(Order::Completion),
+        "input" => Ok(Order::Input),
+        o => Err(value_error(
+            "order",
+            format!("{o:?} is not \"completion\" or \"input\""),
+        )),
+    }
+}
+
+fn parse_on_error(on_error: &str) -> PyResult<OnError> {
+    match on_error {
+        "raise" => Ok(OnError::FailFast),
+        "deliver" => Ok(OnError::Deliver),
+        o => Err(value_error(
+            "on_error",
+            format!("{o:?} is not \"raise\" or \"deliver\""),
+        )),
+    }
+}
+
+impl Loader {
+    /// Locks the loader and runs `f` on it with the GIL released (`None` once closed).
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Runtime, &mut sluice_loader::Loader) -> T + Send,
+    ) -> PyResult<Option<T>> {
+        check_owner(self.owner, "sluice.Loader")?;
+        Ok(py.detach(|| {
+            let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            guard.as_mut().map(|l| f(&self.rt, l))
+        }))
+    }
+}
+
+#[pymethods]
+impl Loader {
+    #[new]
+    #[pyo3(signature = (
+        dataset, prefetch=16, order="completion", shuffle=false, seed=0, epoch=0,
+        rank=None, world_size=None, worker_id=None, num_workers=None,
+        backend=None, client=None, range_threshold=None, chunk_size=None,
+        max_requests=64, memory_budget=None, on_error="raise"
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        py: Python<'_>,
+        dataset: &Dataset,
+        prefetch: usize,
+        order: &str,
+        shuffle: bool,
+        seed: u64,
+        epoch: u64,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        worker_id: Option<usize>,
+        num_workers: Option<usize>,
+        backend: Option<&str>,
+        client: Option<Py<Client>>,
+        range_threshold: Option<u64>,
+        chunk_size: Option<u64>,
+        max_requests: usize,
+        memory_budget: Option<u64>,
+        on_error: &str,
+    ) -> PyResult<Self> {
+        let store = match (client, backend) {
+            (Some(_), Some(_)) => {
+                return Err(value_error(
+                    "backend",
+                    "give either backend or client, not both",
+                ));
+            }
+            (Some(c), None) => c.get().store()?,
+            (None, Some(b)) => Client::build(py, Some(b), None, None, None, None)?.store()?,
+            (None, None) => default_client(py)?.get().store()?,
+        };
+        let defaults = sluice_loader::LoaderOptions::default();
+        let opts = sluice_loader::LoaderOptions {
+            prefetch,
+            order: parse_order(order)?,
+            shuffle_seed: shuffle.then_some(seed),
+            epoch,
+            sharding: Sharding {
+                rank: rank.unwrap_or(0),
+                world_size: world_size.unwrap_or(1),
+                worker_id: worker_id.unwrap_or(0),
+                num_workers: num_workers.unwrap_or(1),
+            },
+            range_threshold: range_threshold.unwrap_or(defaults.range_threshold),
+            chunk_size: chunk_size.unwrap_or(defaults.chunk_size),
+            max_requests,
+            memory_budget,
+            on_error: parse_on_error(on_error)?,
+            pool: None,
+        };
+        let rt = runtime()?;
+        let loader = {
+            let _in_runtime = rt.enter();
+            sluice_loader::Loader::new(store, &dataset.inner, opts).map_err(to_py)?
+        };
+        Ok(Self {
+            len: loader.len(),
+            inner: Mutex::new(Some(loader)),
+            rt,
+            owner: std::process::id(),
+        })
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Object>> {
+        match self.with(py, |rt, l| rt.block_on(l.next()))?.flatten() {
+            None => Ok(None),
+            Some(Ok(o)) => Ok(Some(Object::new(o.uri.to_string(), o.data))),
+            Some(Err(e)) => Err(to_py(e)),
+        }
+    }
+
+    /// Up to `n` objects, waiting until `n` are ready or the dataset ends; `[]` at the end.
+    /// A failed object raises (with on_error="deliver", after the objects before it).
+    fn collect_batch(&self, py: Python<'_>, n: usize) -> PyResult<Vec<Object>> {
+        if n == 0 {
+            return Err(value_error("n", "must be at least 1"));
+        }
+        let batch = self
+            .with(py, |rt, l| rt.block_on(l.collect_batch(n)))?
+            .unwrap_or_default();
+        batch
+            .into_iter()
+            .map(|r| {
+                r.map(|o| Object::new(o.uri.to_string(), o.data))
+                    .map_err(to_py)
+            })
+            .collect()
+    }
+
+    /// Counters so far: objects, bytes, elapsed_s, mb_per_s, requests, retries, errors,
+    /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let d = PyDict::new(py);
+        let Some(l) = guard.as_ref() else {
+            return Ok(d);
+        };
+        let s = l.stats();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        d.set_item("objects", s.objects)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("elapsed_s", s.elapsed.as_secs_f64())?;
+        d.set_item("mb_per_s", s.mb_per_s)?;
+        d.set_item("requests", s.requests)?;
+        d.set_item("retries", s.retries)?;
+        d.set_item("errors", s.errors)?;
+        d.set_item("latency_p50_ms", ms(s.latency_p50))?;
+        d.set_item("latency_p99_ms", ms(s.latency_p99))?;
+        d.set_item("batch_gap_p50_ms", ms(s.batch_gap_p50))?;
+        d.set_item("batch_gap_max_ms", ms(s.batch_gap_max))?;
+        Ok(d)
+    }
+
+    /// Stops reading: requests in flight are cancelled. Objects already delivered stay valid.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Dropping aborts the loader's tasks; do it inside the runtime, without the GIL.
+        let rt = self.rt.clone();
+        py.detach(move || {
+            let _in_runtime = rt.enter();
+            drop(taken);
+        });
+    }
+
+    /// Objects this loader delivers (its shard).
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _ty: Option<&Bound<'_, PyAny>>,
+        _value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) {
+        self.close(py);
+    }
+}

@@ -1,0 +1,111 @@
+//! `sluice.Object`: one object's bytes, exposed through the buffer protocol over the
+//! loader's memory. `memoryview(obj)` and `numpy.frombuffer(obj)` copy nothing; the memory
+//! returns to the loader's pool when the last Python reference (and every view) is gone.
+
+// The buffer protocol is a C API: filling a `Py_buffer` is unsafe by nature.
+#![allow(unsafe_code)]
+
+use bytes::Bytes;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyMemoryView};
+use std::ffi::c_int;
+
+/// A copy of any C-contiguous bytes-like object (bytes, bytearray, memoryview, a numpy array
+/// of any dtype), as `Bytes` to upload.
+pub fn bytes_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    let not_bytes = |_| {
+        crate::errors::value_error(
+            "data",
+            "must be a contiguous bytes-like object (bytes, bytearray, memoryview, numpy array)",
+        )
+    };
+    let flat = PyMemoryView::from(data)
+        .and_then(|m| m.call_method1("cast", ("B",)))
+        .map_err(not_bytes)?;
+    let buf = PyBuffer::<u8>::get(&flat).map_err(not_bytes)?;
+    Ok(Bytes::from(buf.to_vec(py)?))
+}
+
+#[pyclass(frozen, module = "sluice", name = "Object")]
+#[derive(Debug)]
+pub struct Object {
+    uri: String,
+    data: Bytes,
+}
+
+impl Object {
+    pub fn new(uri: String, data: Bytes) -> Self {
+        Self { uri, data }
+    }
+}
+
+#[pymethods]
+impl Object {
+    /// The object's `s3://bucket/key`.
+    #[getter]
+    fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The number of bytes (s3dlio's name; `len(obj)` is the same).
+    #[getter]
+    fn byte_count(&self) -> usize {
+        self.data.len()
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+
+    /// A copy as `bytes`; the GIL is released while copying.
+    fn __bytes__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let data = &self.data;
+        PyBytes::new_with(py, data.len(), |dst| {
+            py.detach(|| dst.copy_from_slice(data));
+            Ok(())
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<sluice.Object {} ({} bytes)>", self.uri, self.data.len())
+    }
+
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no buffer view to fill"));
+        }
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err(
+                "sluice.Object is read-only (copy it with bytearray(obj) to modify)",
+            ));
+        }
+        let data = &slf.get().data;
+        let len = ffi::Py_ssize_t::try_from(data.len())
+            .map_err(|_| PyBufferError::new_err("object too large for a buffer"))?;
+        // SAFETY: `view` is non-null and owned by the caller; the bytes live as long as this
+        // object, and PyBuffer_FillInfo stores a new reference to it in `view.obj`, so they
+        // outlive the view. `Bytes` never moves its data, so the pointer stays valid.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut std::ffi::c_void,
+                len,
+                1,
+                flags,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(PyErr::fetch(slf.py()))
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! One tokio runtime per process, created on first use and rebuilt after `fork`.
+//!
+//! A forked child (PyTorch DataLoader workers with the fork start method) inherits the
+//! parent's memory but none of its threads: the parent's runtime and the connections of its
+//! clients are unusable there. Everything process-bound is therefore keyed by process id and
+//! rebuilt when the id changes; the parent's copies are leaked in the child, since dropping
+//! them would wait for threads that do not exist.
+
+use pyo3::PyResult;
+use pyo3::exceptions::PyRuntimeError;
+use std::sync::{Arc, Mutex};
+use tokio::runtime::Runtime;
+
+/// A value that belongs to the process that made it.
+#[derive(Debug)]
+pub struct PerProcess<T> {
+    slot: Mutex<Option<(u32, Arc<T>)>>,
+}
+
+impl<T> PerProcess<T> {
+    pub const fn new() -> Self {
+        Self {
+            slot: Mutex::new(None),
+        }
+    }
+
+    /// This process's value, made by `make` the first time (and after a fork).
+    pub fn get_or_try_init(&self, make: impl FnOnce() -> PyResult<T>) -> PyResult<Arc<T>> {
+        let pid = std::process::id();
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        match slot.as_ref() {
+            Some((owner, v)) if *owner == pid => Ok(v.clone()),
+            _ => {
+                if let Some((_, inherited)) = slot.take() {
+                    std::mem::forget(inherited);
+                }
+                let v = Arc::new(make()?);
+                *slot = Some((pid, v.clone()));
+                Ok(v)
+            }
+        }
+    }
+}
+
+static RUNTIME: PerProcess<Runtime> = PerProcess::new();
+
+pub fn runtime() -> PyResult<Arc<Runtime>> {
+    RUNTIME.get_or_try_init(|| {
+        sluice_loader::runtime()
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the I/O runtime: {e}")))
+    })
+}
+
+/// Fails clearly when an object made in one process is used in a forked child.
+pub fn check_owner(owner: u32, what: &str) -> PyResult<()> {
+    if owner == std::process::id() {
+        Ok(())
+    } else {
+        Err(PyRuntimeError::new_err(format!(
+            "this {what} was created in process {owner} and cannot be used after fork; create it in the worker (for example in worker_init_fn or __iter__)"
+        )))
+    }
+}

@@ -1,0 +1,220 @@
+//! `sluice.testing.TestServer`: sluice's S3 test server (s3s, in memory, http + https,
+//! SigV4, fault injection) inside the Python process, for users' tests and ours.
+
+use crate::errors::value_error;
+use crate::runtime::{check_owner, runtime};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[pyclass(frozen, module = "sluice.testing", name = "TestServer")]
+#[derive(Debug)]
+pub struct TestServer {
+    server: Mutex<Option<sluice_testserver::TestServer>>,
+    http: String,
+    https: String,
+    ca_bundle: String,
+    access_key: String,
+    secret_key: String,
+    owner: u32,
+}
+
+impl TestServer {
+    fn with<T>(&self, f: impl FnOnce(&sluice_testserver::TestServer) -> T) -> PyResult<T> {
+        check_owner(self.owner, "sluice.testing.TestServer")?;
+        let guard = self.server.lock().unwrap_or_else(|p| p.into_inner());
+        let s = guard
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the test server was stopped"))?;
+        Ok(f(s))
+    }
+}
+
+#[pymethods]
+impl TestServer {
+    /// Starts a server on 127.0.0.1 (free ports), http and https, with one bucket
+    /// ("sluice-test") and the default test credentials.
+    #[new]
+    fn py_new(py: Python<'_>) -> PyResult<Self> {
+        let rt = runtime()?;
+        let server = py
+            .detach(|| {
+                rt.block_on(sluice_testserver::TestServer::start(
+                    ServerOptions::default(),
+                ))
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("test server did not start: {e}")))?;
+        Ok(Self {
+            http: server.http_endpoint(),
+            https: server.https_endpoint(),
+            ca_bundle: server.ca_bundle().display().to_string(),
+            access_key: server.access_key().to_owned(),
+            secret_key: server.secret_key().to_owned(),
+            server: Mutex::new(Some(server)),
+            owner: std::process::id(),
+        })
+    }
+
+    /// "http://127.0.0.1:PORT"
+    #[getter]
+    fn endpoint(&self) -> &str {
+        &self.http
+    }
+
+    /// "https://localhost:PORT", trusted through `ca_bundle`.
+    #[getter]
+    fn https_endpoint(&self) -> &str {
+        &self.https
+    }
+
+    /// PEM file of the CA that signed the https certificate (for AWS_CA_BUNDLE).
+    #[getter]
+    fn ca_bundle(&self) -> &str {
+        &self.ca_bundle
+    }
+
+    #[getter]
+    fn bucket(&self) -> &'static str {
+        DEFAULT_BUCKET
+    }
+
+    #[getter]
+    fn access_key(&self) -> &str {
+        &self.access_key
+    }
+
+    #[getter]
+    fn secret_key(&self) -> &str {
+        &self.secret_key
+    }
+
+    /// The AWS environment variables that point a client at this server.
+    #[pyo3(signature = (https=false))]
+    fn env<'py>(&self, py: Python<'py>, https: bool) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let ep = if https { &self.https } else { &self.http };
+        d.set_item("AWS_ENDPOINT_URL_S3", ep)?;
+        d.set_item("AWS_REGION", "us-east-1")?;
+        d.set_item("AWS_ACCESS_KEY_ID", &self.access_key)?;
+        d.set_item("AWS_SECRET_ACCESS_KEY", &self.secret_key)?;
+        d.set_item("AWS_CA_BUNDLE", &self.ca_bundle)?;
+        Ok(d)
+    }
+
+    /// Stores `data` (bytes-like) under `key` without a request.
+    #[pyo3(signature = (key, data, bucket=None))]
+    fn insert(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        data: &Bound<'_, PyAny>,
+        bucket: Option<&str>,
+    ) -> PyResult<()> {
+        let bytes = crate::object::bytes_of(py, data)?;
+        self.with(|s| s.insert(bucket.unwrap_or(DEFAULT_BUCKET), key, bytes))
+    }
+
+    /// Stores `count` objects of `size` deterministic bytes (see `pattern`) named
+    /// `{prefix}obj_{i:05}.bin`; returns their URIs.
+    #[pyo3(signature = (prefix, count, size))]
+    fn fill(
+        &self,
+        py: Python<'_>,
+        prefix: &str,
+        count: usize,
+        size: usize,
+    ) -> PyResult<Vec<String>> {
+        let keys: Vec<String> = (0..count)
+            .map(|i| format!("{prefix}obj_{i:05}.bin"))
+            .collect();
+        self.with(|s| {
+            py.detach(|| {
+                for k in &keys {
+                    s.insert(DEFAULT_BUCKET, k, sluice_core::pattern::generate(k, size));
+                }
+            })
+        })?;
+        Ok(keys
+            .iter()
+            .map(|k| format!("s3://{DEFAULT_BUCKET}/{k}"))
+            .collect())
+    }
+
+    /// Makes the next `count` requests fail: kind is "slowdown" (503), "internal" (500),
+    /// "latency" (wait `seconds`), "reset" (GET body cut after `after_bytes`), "truncate"
+    /// (body ends early) or "stall" (no bytes for `seconds` after `after_bytes`).
+    #[pyo3(signature = (kind, count=1, after_bytes=0, seconds=0.0))]
+    fn inject(&self, kind: &str, count: u64, after_bytes: u64, seconds: f64) -> PyResult<()> {
+        let d = Duration::try_from_secs_f64(seconds)
+            .map_err(|_| value_error("seconds", "must be a non-negative number"))?;
+        let fault = match kind {
+            "slowdown" => Fault::SlowDown,
+            "internal" => Fault::InternalError,
+            "latency" => Fault::Latency(d),
+            "reset" => Fault::ResetAfter(after_bytes),
+            "truncate" => Fault::TruncateAfter(after_bytes),
+            "stall" => Fault::StallAfter(after_bytes, d),
+            k => {
+                return Err(value_error(
+                    "kind",
+                    format!(
+                        "{k:?} is not one of slowdown, internal, latency, reset, truncate, stall"
+                    ),
+                ));
+            }
+        };
+        self.with(|s| s.faults().inject(fault, count))
+    }
+
+    fn clear_faults(&self) -> PyResult<()> {
+        self.with(|s| s.faults().clear())
+    }
+
+    /// Requests served so far (all operations).
+    #[getter]
+    fn requests(&self) -> PyResult<u64> {
+        self.with(|s| s.faults().requests())
+    }
+
+    #[getter]
+    fn gets(&self) -> PyResult<u64> {
+        self.with(|s| s.faults().gets())
+    }
+
+    #[getter]
+    fn heads(&self) -> PyResult<u64> {
+        self.with(|s| s.faults().heads())
+    }
+
+    /// Stops listening.
+    fn stop(&self) {
+        if let Some(mut s) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            s.shutdown();
+        }
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        _ty: Option<&Bound<'_, PyAny>>,
+        _value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) {
+        self.stop();
+    }
+}
+
+/// The deterministic bytes the test server's `fill` stores under `key`.
+#[pyfunction]
+pub fn pattern<'py>(py: Python<'py>, key: &str, length: usize) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, length, |buf| {
+        sluice_core::pattern::fill(key, 0, buf);
+        Ok(())
+    })
+}

@@ -1,0 +1,167 @@
+"""sluice.Loader and sluice.Dataset from Python."""
+
+import multiprocessing as mp
+import pickle
+
+import pytest
+
+import sluice
+from sluice.testing import pattern
+
+
+def key(uri):
+    return uri.split("/", 3)[3]
+
+
+def check(obj, size):
+    assert len(obj) == size
+    assert bytes(obj) == pattern(key(obj.uri), size), obj.uri
+
+
+def test_every_object_every_byte(server, client, prefix):
+    uris = server.fill(prefix, 12, 200_000)
+    ds = sluice.Dataset.from_prefix(f"s3://{server.bucket}/{prefix}", client=client)
+    assert len(ds) == 12 and ds.uris == uris
+    heads = server.heads
+    loader = sluice.Loader(ds, prefetch=4, client=client)
+    assert len(loader) == 12
+    seen = []
+    for obj in loader:
+        check(obj, 200_000)
+        seen.append(obj.uri)
+    assert sorted(seen) == uris
+    assert server.heads == heads, "a listed dataset needs no HEAD"
+    s = loader.stats()
+    assert s["objects"] == 12 and s["bytes"] == 12 * 200_000 and s["errors"] == 0
+
+
+def test_large_objects_are_split_into_ranges(server, client, prefix):
+    uris = server.fill(prefix, 2, 5_000_000)
+    gets = server.gets
+    loader = sluice.Loader(
+        sluice.Dataset.from_uris(uris), client=client, range_threshold=1 << 20, chunk_size=1 << 20
+    )
+    for obj in loader:
+        check(obj, 5_000_000)
+    assert server.gets - gets == 2 * 5, "5 ranged GETs per 5 MB object"
+
+
+def test_batches_order_and_shuffle(server, client, prefix):
+    uris = server.fill(prefix, 10, 1000)
+    ds = sluice.Dataset.from_uris(uris)
+    it = sluice.Loader(ds, prefetch=3, client=client)
+    sizes = []
+    while batch := it.collect_batch(4):
+        sizes.append(len(batch))
+    assert sizes == [4, 4, 2]
+    assert it.collect_batch(4) == []
+
+    ordered = [o.uri for o in sluice.Loader(ds, order="input", client=client)]
+    assert ordered == uris
+    a = [o.uri for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, client=client)]
+    b = [o.uri for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, client=client)]
+    c = [o.uri for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, epoch=1, client=client)]
+    assert a == b and sorted(a) == uris and a != uris and c != a
+
+
+def test_sharding_is_disjoint_and_complete(server, client, prefix):
+    uris = server.fill(prefix, 23, 100)
+    ds = sluice.Dataset.from_uris(uris)
+    got = []
+    for rank in range(2):
+        for worker in range(3):
+            l = sluice.Loader(
+                ds, rank=rank, world_size=2, worker_id=worker, num_workers=3,
+                shuffle=True, seed=1, client=client,
+            )
+            got += [o.uri for o in l]
+    assert sorted(got) == uris
+
+
+def test_bad_options_name_the_option(server, client):
+    ds = sluice.Dataset.from_uris([f"s3://{server.bucket}/x"])
+    for kwargs, name in [
+        ({"order": "sideways"}, "order"),
+        ({"prefetch": 0}, "prefetch"),
+        ({"rank": 2, "world_size": 2}, "rank"),
+        ({"on_error": "ignore"}, "on_error"),
+        ({"chunk_size": 0}, "chunk_size"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            sluice.Loader(ds, client=client, **kwargs)
+    with pytest.raises(ValueError, match="s3://"):
+        sluice.Dataset.from_uris(["bucket/key"])
+    with pytest.raises(ValueError, match="backend"):
+        sluice.Loader(ds, client=client, backend="hyper")
+
+
+def test_errors_raise_or_are_delivered(server, client, prefix):
+    uris = server.fill(prefix, 3, 100)
+    missing = f"s3://{server.bucket}/{prefix}missing"
+    ds = sluice.Dataset.from_uris([uris[0], missing, uris[1]])
+    with pytest.raises(FileNotFoundError, match=missing):
+        for _ in sluice.Loader(ds, order="input", client=client):
+            pass
+    l = sluice.Loader(ds, order="input", on_error="deliver", client=client)
+    assert next(l).uri == uris[0]
+    with pytest.raises(FileNotFoundError, match=missing):
+        next(l)
+    assert next(l).uri == uris[1]
+
+
+def test_dataset_pickles_with_sizes(server, client, prefix):
+    server.fill(prefix, 3, 100)
+    ds = sluice.Dataset.from_prefix(f"s3://{server.bucket}/{prefix}", client=client)
+    back = pickle.loads(pickle.dumps(ds))
+    assert back.uris == ds.uris
+    gets = server.gets
+    assert sum(len(o) for o in sluice.Loader(back, client=client)) == 300
+    assert server.gets - gets == 3, "sizes survived pickling: one plain GET each"
+
+
+def _read_shard(args):
+    endpoint, uris, worker, workers = args
+    import sluice as s
+    from sluice.testing import pattern as p
+
+    client = s.Client(endpoint=endpoint)
+    out = []
+    for o in s.Loader(s.Dataset.from_uris(uris), worker_id=worker, num_workers=workers, client=client):
+        assert bytes(o) == p(o.uri.split("/", 3)[3], len(o))
+        out.append(o.uri)
+    # The module-level default client works in the worker too.
+    assert s.exists(uris[0])
+    return out
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_worker_processes(server, client, prefix, method):
+    uris = server.fill(prefix, 9, 50_000)
+    # Use the runtime and default client in the parent first: a forked child must rebuild both.
+    assert len(list(sluice.Loader(sluice.Dataset.from_uris(uris[:2]), client=client))) == 2
+    assert sluice.exists(uris[0])
+    ctx = mp.get_context(method)
+    with ctx.Pool(3) as pool:
+        shards = pool.map(_read_shard, [(server.endpoint, uris, w, 3) for w in range(3)])
+    assert sorted(u for s in shards for u in s) == uris
+    assert all(len(s) == 3 for s in shards)
+
+
+def test_a_loader_from_the_parent_fails_clearly_in_a_fork(server, client, prefix):
+    uris = server.fill(prefix, 2, 100)
+    loader = sluice.Loader(sluice.Dataset.from_uris(uris), client=client)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_use_inherited, args=(loader, q))
+    p.start()
+    msg = q.get(timeout=30)
+    p.join(timeout=30)
+    assert "cannot be used after fork" in msg
+
+
+def _use_inherited(loader, q):
+    try:
+        next(loader)
+        q.put("no error")
+    except RuntimeError as e:
+        q.put(str(e))
