@@ -42,6 +42,20 @@ impl Segment {
         }
     }
 
+    /// A growable segment over reused memory (e.g. from a buffer pool); `buf` is cleared.
+    pub fn growable_in(mut buf: BytesMut) -> Self {
+        buf.clear();
+        Self {
+            buf,
+            expected: None,
+        }
+    }
+
+    /// The memory back, to reuse it.
+    pub fn into_buffer(self) -> BytesMut {
+        self.buf
+    }
+
     /// A stand-alone segment of exactly `len` bytes.
     pub fn exact(len: usize) -> Self {
         Self {

@@ -61,7 +61,7 @@ impl BufferPool {
         }
     }
 
-    fn give_back(&self, mut buf: BytesMut) {
+    pub(crate) fn give_back(&self, mut buf: BytesMut) {
         buf.clear();
         let mut free = self.free.lock().unwrap();
         let idle: usize = free.iter().map(BytesMut::capacity).sum();

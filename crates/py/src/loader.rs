@@ -3,12 +3,29 @@
 use crate::client::{Client, block, default_client, parse_uri};
 use crate::errors::{to_py, value_error};
 use crate::object::Object;
-use crate::runtime::{check_owner, runtime};
+use crate::runtime::{PerProcess, check_owner, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sluice_loader::{OnError, Order, Sharding};
+use sluice_loader::{BufferPool, OnError, Order, Sharding};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
+
+/// Buffer pools shared by the loaders of a process with the same window, so that the second
+/// epoch (a new `Loader`) reuses the first one's memory instead of page-faulting fresh memory
+/// in — as the Rust loader does across epochs. A pool keeps at most one window of idle
+/// buffers.
+type PoolKey = (usize, Option<u64>);
+static POOLS: PerProcess<Mutex<HashMap<PoolKey, Arc<BufferPool>>>> = PerProcess::new();
+
+fn shared_pool(prefetch: usize, memory_budget: Option<u64>) -> PyResult<Arc<BufferPool>> {
+    let pools = POOLS.get_or_try_init(|| Ok(Mutex::default()))?;
+    let mut pools = pools.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(pools
+        .entry((prefetch, memory_budget))
+        .or_insert_with(|| BufferPool::for_prefetch(prefetch, memory_budget))
+        .clone())
+}
 
 /// (URI, size if a listing told it): how a dataset item travels through pickle.
 type PickledItem = (String, Option<u64>);
@@ -161,7 +178,7 @@ impl Loader {
         dataset, prefetch=16, order="completion", shuffle=false, seed=0, epoch=0,
         rank=None, world_size=None, worker_id=None, num_workers=None,
         backend=None, client=None, range_threshold=None, chunk_size=None,
-        max_requests=64, memory_budget=None, on_error="raise"
+        max_requests=64, memory_budget=None, on_error="raise", reuse_buffers=true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -183,6 +200,7 @@ impl Loader {
         max_requests: usize,
         memory_budget: Option<u64>,
         on_error: &str,
+        reuse_buffers: bool,
     ) -> PyResult<Self> {
         let store = match (client, backend) {
             (Some(_), Some(_)) => {
@@ -212,7 +230,11 @@ impl Loader {
             max_requests,
             memory_budget,
             on_error: parse_on_error(on_error)?,
-            pool: None,
+            pool: if reuse_buffers {
+                Some(shared_pool(prefetch, memory_budget)?)
+            } else {
+                None
+            },
         };
         let rt = runtime()?;
         let loader = {

@@ -61,7 +61,16 @@ class Dataset:
     def __len__(self) -> int: ...
 
 class Loader:
-    """Reads this reader's shard of a dataset with ``prefetch`` objects in flight."""
+    """Reads this reader's shard of a dataset with ``prefetch`` objects in flight.
+
+    ``order``: "completion" (fastest) or "input"; ``shuffle``/``seed``/``epoch``: a seeded
+    permutation, new per epoch; ``rank``/``world_size``/``worker_id``/``num_workers``: this
+    reader's shard (disjoint, together complete); objects of at least ``range_threshold``
+    bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` (8 MiB), 2**64-1 turns
+    that off; ``max_requests``: HTTP requests in flight; ``memory_budget``: bytes in flight;
+    ``on_error``: "raise" or "deliver" (failed objects raise from ``__next__`` and reading
+    goes on); ``reuse_buffers``: loaders of this process with the same window share a pool,
+    so a second epoch reuses the first one's memory (at most one window stays idle)."""
 
     def __init__(
         self,
@@ -82,6 +91,7 @@ class Loader:
         max_requests: int = 64,
         memory_budget: Optional[int] = None,
         on_error: str = "raise",
+        reuse_buffers: bool = True,
     ) -> None: ...
     def __iter__(self) -> Loader: ...
     def __next__(self) -> Object: ...
