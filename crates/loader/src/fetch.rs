@@ -56,7 +56,7 @@ impl Fetcher {
     async fn fetch_unknown(&self, uri: &ObjectUri) -> Result<Fetched> {
         if !self.planner.splits() {
             // Never split: one plain GET, whatever the size (the buffer grows to fit).
-            let mut seg = Segment::growable();
+            let mut seg = Segment::growable_in(self.pool.take_largest());
             let info = self.get_into(uri, None, &mut seg).await?;
             return Ok(Fetched {
                 data: self.finish(uri, seg)?,

@@ -37,6 +37,18 @@ impl BufferPool {
         )
     }
 
+    /// For a body of unknown size: the largest idle buffer (the likeliest to fit; a growable
+    /// segment reallocates only if it does not), else an empty one.
+    pub fn take_largest(&self) -> BytesMut {
+        let mut free = self.free.lock().unwrap();
+        let largest = free
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        largest.map_or_else(BytesMut::new, |i| free.swap_remove(i))
+    }
+
     /// A cleared buffer with at least `len` bytes of capacity: the smallest idle one that
     /// fits, else a new allocation.
     pub fn take(&self, len: usize) -> BytesMut {

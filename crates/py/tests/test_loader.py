@@ -165,3 +165,24 @@ def _use_inherited(loader, q):
         q.put("no error")
     except RuntimeError as e:
         q.put(str(e))
+
+
+def test_a_second_epoch_reuses_the_first_epochs_memory(server, client, prefix):
+    import numpy as np
+
+    uris = server.fill(prefix, 3, 1 << 20)
+    ds = sluice.Dataset.from_uris(uris)
+
+    def addresses(loader):
+        out = set()
+        for obj in loader:
+            out.add(np.frombuffer(obj, dtype=np.uint8).__array_interface__["data"][0])
+        return out  # every object (and view) is dropped here: the buffers go back to the pool
+
+    first = addresses(sluice.Loader(ds, prefetch=5, client=client, range_threshold=2**64 - 1))
+    second = addresses(sluice.Loader(ds, prefetch=5, client=client, range_threshold=2**64 - 1))
+    assert second <= first, "the second loader read into the first one's buffers"
+    # The same with sizes unknown and ranges on: the first ranged GET reads into a pooled buffer too.
+    first = addresses(sluice.Loader(ds, prefetch=5, client=client))
+    second = addresses(sluice.Loader(ds, prefetch=5, client=client))
+    assert second <= first
