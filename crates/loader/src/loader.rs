@@ -193,6 +193,13 @@ impl Loader {
     /// In fail-fast mode an error is the batch's last element and the stream ends after it.
     pub async fn collect_batch(&mut self, n: usize) -> Vec<Result<Object>> {
         let mut batch = Vec::with_capacity(n);
+        self.fill_batch(&mut batch, n).await;
+        batch
+    }
+
+    /// `collect_batch` into a caller's vector, so that it is cancel-safe: a caller that gives
+    /// up waiting (to check for Ctrl-C, say) keeps what arrived and calls again.
+    pub async fn fill_batch(&mut self, batch: &mut Vec<Result<Object>>, n: usize) {
         while batch.len() < n {
             match self.next().await {
                 Some(item) => batch.push(item),
@@ -202,7 +209,6 @@ impl Loader {
         if !batch.is_empty() {
             self.stats.batch_returned();
         }
-        batch
     }
 
     pub fn stats(&self) -> StatsSnapshot {

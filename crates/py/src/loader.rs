@@ -9,7 +9,9 @@ use pyo3::types::PyDict;
 use sluice_loader::{BufferPool, OnError, Order, Sharding};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::runtime::Runtime;
+use tokio::time::timeout;
 
 /// Buffer pools shared by the loaders of a process with the same window, so that the second
 /// epoch (a new `Loader`) reuses the first one's memory instead of page-faulting fresh memory
@@ -156,7 +158,27 @@ fn parse_on_error(on_error: &str) -> PyResult<OnError> {
     }
 }
 
+/// How long Rust waits without the GIL before checking for Ctrl-C (and other signals).
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
 impl Loader {
+    /// Waits for the next object, checking for signals every `SIGNAL_CHECK`, so Ctrl-C works
+    /// even while a request stalls. `None` at the end (or once closed).
+    fn next_item(&self, py: Python<'_>) -> PyResult<Option<sluice_core::Result<Object>>> {
+        loop {
+            let waited = self.with(py, |rt, l| {
+                rt.block_on(async { timeout(SIGNAL_CHECK, l.next()).await })
+            })?;
+            match waited {
+                None | Some(Ok(None)) => return Ok(None),
+                Some(Ok(Some(item))) => {
+                    return Ok(Some(item.map(|o| Object::new(o.uri.to_string(), o.data))));
+                }
+                Some(Err(_elapsed)) => py.check_signals()?,
+            }
+        }
+    }
+
     /// Locks the loader and runs `f` on it with the GIL released (`None` once closed).
     fn with<T: Send>(
         &self,
@@ -254,22 +276,28 @@ impl Loader {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Object>> {
-        match self.with(py, |rt, l| rt.block_on(l.next()))?.flatten() {
-            None => Ok(None),
-            Some(Ok(o)) => Ok(Some(Object::new(o.uri.to_string(), o.data))),
-            Some(Err(e)) => Err(to_py(e)),
-        }
+        self.next_item(py)?.transpose().map_err(to_py)
     }
 
     /// Up to `n` objects, waiting until `n` are ready or the dataset ends; `[]` at the end.
-    /// A failed object raises (with on_error="deliver", after the objects before it).
+    /// A failed object raises its error (the rest of that batch is dropped); to skip failures
+    /// and go on, iterate with on_error="deliver".
     fn collect_batch(&self, py: Python<'_>, n: usize) -> PyResult<Vec<Object>> {
         if n == 0 {
             return Err(value_error("n", "must be at least 1"));
         }
-        let batch = self
-            .with(py, |rt, l| rt.block_on(l.collect_batch(n)))?
-            .unwrap_or_default();
+        let mut batch = Vec::with_capacity(n);
+        loop {
+            // `fill_batch` is cancel-safe: what arrived before a timeout stays in `batch`.
+            let waited = self.with(py, |rt, l| {
+                // `timeout` needs the runtime's context: build it inside the async block.
+                rt.block_on(async { timeout(SIGNAL_CHECK, l.fill_batch(&mut batch, n)).await })
+            })?;
+            match waited {
+                None | Some(Ok(())) => break,
+                Some(Err(_elapsed)) => py.check_signals()?,
+            }
+        }
         batch
             .into_iter()
             .map(|r| {

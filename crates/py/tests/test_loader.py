@@ -186,3 +186,23 @@ def test_a_second_epoch_reuses_the_first_epochs_memory(server, client, prefix):
     first = addresses(sluice.Loader(ds, prefetch=5, client=client))
     second = addresses(sluice.Loader(ds, prefetch=5, client=client))
     assert second <= first
+
+
+def test_ctrl_c_interrupts_a_stalled_wait(server, client, prefix, monkeypatch):
+    import _thread
+    import threading
+    import time
+
+    uris = server.fill(prefix, 1, 100_000)
+    server.inject("stall", count=1, after_bytes=0, seconds=8.0)
+    try:
+        loader = sluice.Loader(sluice.Dataset.from_uris(uris), client=client)
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            next(loader)
+        # The stall lasts 8 s; the interrupt is seen within the 100 ms signal check.
+        assert time.monotonic() - t0 < 4
+        loader.close()
+    finally:
+        server.clear_faults()
