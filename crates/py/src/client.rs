@@ -3,8 +3,9 @@
 
 use crate::errors::{to_py, value_error};
 use crate::object::{Object, bytes_of};
-use crate::runtime::{PerProcess, check_owner, runtime};
+use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
 use futures::{StreamExt, TryStreamExt};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_core::{ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig};
@@ -12,14 +13,31 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
+use tokio::time::timeout;
 
-/// Runs `fut` to completion on this process's runtime with the GIL released.
-pub fn block<T: Send>(
+/// Runs `fut` to completion on this process's runtime with the GIL released, checking for
+/// signals every `SIGNAL_CHECK` so that Ctrl-C cancels a call stuck on a stalled request.
+pub fn block<T: Send + 'static>(
     py: Python<'_>,
-    fut: impl Future<Output = sluice_core::Result<T>> + Send,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send + 'static,
 ) -> PyResult<T> {
     let rt = runtime()?;
-    py.detach(|| rt.block_on(fut)).map_err(to_py)
+    let mut task = rt.spawn(fut);
+    loop {
+        // `timeout` needs the runtime's context: build it inside the async block.
+        let waited = py.detach(|| rt.block_on(async { timeout(SIGNAL_CHECK, &mut task).await }));
+        match waited {
+            Ok(Ok(result)) => return result.map_err(to_py),
+            // A panic inside the task stays a task failure, never a panic in Python.
+            Ok(Err(e)) => return Err(PyRuntimeError::new_err(format!("I/O task failed: {e}"))),
+            Err(_elapsed) => {
+                if let Err(interrupted) = py.check_signals() {
+                    task.abort();
+                    return Err(interrupted);
+                }
+            }
+        }
+    }
 }
 
 pub fn parse_uri(uri: &str) -> PyResult<ObjectUri> {

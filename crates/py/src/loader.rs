@@ -3,13 +3,12 @@
 use crate::client::{Client, block, default_client, parse_uri};
 use crate::errors::{to_py, value_error};
 use crate::object::Object;
-use crate::runtime::{PerProcess, check_owner, runtime};
+use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_loader::{BufferPool, OnError, Order, Sharding};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::runtime::Runtime;
 use tokio::time::timeout;
 
@@ -157,9 +156,6 @@ fn parse_on_error(on_error: &str) -> PyResult<OnError> {
         )),
     }
 }
-
-/// How long Rust waits without the GIL before checking for Ctrl-C (and other signals).
-const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 impl Loader {
     /// Waits for the next object, checking for signals every `SIGNAL_CHECK`, so Ctrl-C works

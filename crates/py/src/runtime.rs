@@ -44,6 +44,9 @@ impl<T> PerProcess<T> {
 
 static RUNTIME: PerProcess<Runtime> = PerProcess::new();
 
+/// How long Rust waits without the GIL before checking for Ctrl-C (and other signals).
+pub const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 pub fn runtime() -> PyResult<Arc<Runtime>> {
     RUNTIME.get_or_try_init(|| {
         sluice_loader::runtime()

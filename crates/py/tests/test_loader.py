@@ -204,5 +204,13 @@ def test_ctrl_c_interrupts_a_stalled_wait(server, client, prefix, monkeypatch):
         # The stall lasts 8 s; the interrupt is seen within the 100 ms signal check.
         assert time.monotonic() - t0 < 4
         loader.close()
+        server.clear_faults()
+        # The same for a single call.
+        server.inject("stall", count=1, after_bytes=0, seconds=8.0)
+        threading.Timer(0.3, _thread.interrupt_main).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            client.get(uris[0])
+        assert time.monotonic() - t0 < 4
     finally:
         server.clear_faults()
