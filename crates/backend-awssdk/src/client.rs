@@ -12,13 +12,7 @@ use sluice_core::{Error, Result, StoreConfig};
 
 pub fn build(cfg: &StoreConfig) -> Result<aws_sdk_s3::Client> {
     let mut trust = TrustStore::default();
-    if let Some(path) = &cfg.ca_bundle {
-        let pem = std::fs::read(path).map_err(|e| {
-            Error::config(
-                "AWS_CA_BUNDLE",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+    if let Some(pem) = cfg.read_ca_bundle()? {
         trust = trust.with_pem_certificate(pem);
     }
     let tls = TlsContext::builder()

@@ -23,7 +23,9 @@ where
             Error::from_service(uri, status, code, message, request_id)
         }
         SdkError::DispatchFailure(d) if d.is_timeout() => {
-            let text = error_chain(&SdkError::<E, HttpResponse>::DispatchFailure(d));
+            let text = d
+                .as_connector_error()
+                .map_or_else(String::new, |c| error_chain(c));
             // The connector says which of its two timeouts fired only in its text.
             let (phase, after) = if text.contains("connect") {
                 (TimeoutPhase::Connect, timeouts.connect)

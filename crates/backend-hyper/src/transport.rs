@@ -245,13 +245,7 @@ fn tls_config(cfg: &StoreConfig) -> Result<rustls::ClientConfig> {
     for cert in rustls_native_certs::load_native_certs().certs {
         roots.add(cert).ok();
     }
-    if let Some(path) = &cfg.ca_bundle {
-        let pem = std::fs::read(path).map_err(|e| {
-            Error::config(
-                "AWS_CA_BUNDLE",
-                format!("cannot read {}: {e}", path.display()),
-            )
-        })?;
+    if let (Some(path), Some(pem)) = (&cfg.ca_bundle, cfg.read_ca_bundle()?) {
         let mut added = 0;
         for cert in rustls_pemfile::certs(&mut &pem[..]) {
             let cert = cert

@@ -65,12 +65,7 @@ impl CredentialProvider for Credentials {
 
 impl ObjectStoreBackend {
     pub fn new(cfg: StoreConfig) -> Result<Self> {
-        let ca_pem = match &cfg.ca_bundle {
-            Some(p) => Some(std::fs::read(p).map_err(|e| {
-                Error::config("AWS_CA_BUNDLE", format!("cannot read {}: {e}", p.display()))
-            })?),
-            None => None,
-        };
+        let ca_pem = cfg.read_ca_bundle()?;
         let this = Self {
             cfg,
             ca_pem,

@@ -53,11 +53,7 @@ impl StoreArgs {
     pub async fn config(&self) -> Result<StoreConfig, Failure> {
         let mut cfg = StoreConfig::from_env().await?;
         if let Some(e) = &self.endpoint {
-            let url: url::Url = e.parse().map_err(|err| {
-                sluice_core::Error::config("--endpoint", format!("{e:?} is not a URL: {err}"))
-            })?;
-            cfg.path_style = true;
-            cfg.endpoint = Some(url);
+            cfg.set_endpoint("--endpoint", e)?;
         }
         if let Some(r) = &self.region {
             cfg.region = r.clone();

@@ -235,6 +235,29 @@ impl StoreConfig {
         Ok(cfg)
     }
 
+    /// Points at `url`, given by `option` (a flag or argument name, for errors), with
+    /// path-style addressing as for any custom endpoint.
+    pub fn set_endpoint(&mut self, option: &str, url: &str) -> Result<()> {
+        self.endpoint = Some(parse_endpoint(option, url)?);
+        self.path_style = true;
+        Ok(())
+    }
+
+    /// The PEM bytes of `ca_bundle` (AWS_CA_BUNDLE), read once per store built.
+    pub fn read_ca_bundle(&self) -> Result<Option<Vec<u8>>> {
+        self.ca_bundle
+            .as_ref()
+            .map(|path| {
+                std::fs::read(path).map_err(|e| {
+                    Error::config(
+                        "AWS_CA_BUNDLE",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })
+            })
+            .transpose()
+    }
+
     /// The endpoint requests go to: the configured one, or AWS's for the region.
     pub fn endpoint_url(&self) -> Url {
         self.endpoint.clone().unwrap_or_else(|| {

@@ -59,8 +59,13 @@ impl Client {
         check_owner(self.owner, "sluice.Client")?;
         Ok(self.store.clone())
     }
+}
 
-    pub fn build(
+#[pymethods]
+impl Client {
+    #[new]
+    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None))]
+    pub fn new(
         py: Python<'_>,
         backend: Option<&str>,
         endpoint: Option<&str>,
@@ -70,11 +75,7 @@ impl Client {
     ) -> PyResult<Self> {
         let mut cfg: StoreConfig = block(py, StoreConfig::from_env())?;
         if let Some(e) = endpoint {
-            let url = e
-                .parse()
-                .map_err(|err| value_error("endpoint", format!("{e:?} is not a URL: {err}")))?;
-            cfg.endpoint = Some(url);
-            cfg.path_style = true;
+            cfg.set_endpoint("endpoint", e).map_err(to_py)?;
         }
         if let Some(r) = region {
             cfg.region = r.to_owned();
@@ -93,22 +94,6 @@ impl Client {
             store,
             owner: std::process::id(),
         })
-    }
-}
-
-#[pymethods]
-impl Client {
-    #[new]
-    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None))]
-    fn py_new(
-        py: Python<'_>,
-        backend: Option<&str>,
-        endpoint: Option<&str>,
-        region: Option<&str>,
-        ca_bundle: Option<PathBuf>,
-        max_attempts: Option<u32>,
-    ) -> PyResult<Self> {
-        Self::build(py, backend, endpoint, region, ca_bundle, max_attempts)
     }
 
     /// The client stack in use: "hyper", "awssdk" or "objectstore".
@@ -255,7 +240,7 @@ static DEFAULT: PerProcess<Py<Client>> = PerProcess::new();
 /// The module-level functions' client: from the environment, one per process.
 pub fn default_client(py: Python<'_>) -> PyResult<Py<Client>> {
     DEFAULT
-        .get_or_try_init(|| Py::new(py, Client::build(py, None, None, None, None, None)?))
+        .get_or_try_init(|| Py::new(py, Client::new(py, None, None, None, None, None)?))
         .map(|c| c.clone_ref(py))
 }
 
