@@ -306,12 +306,12 @@ impl Loader {
     /// Counters so far: objects, bytes, elapsed_s, mb_per_s, requests, retries, errors,
     /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        // Through `with`: an in-flight `next()` holds the lock, so wait without the GIL.
+        let stats = self.with(py, |_, l| l.stats())?;
         let d = PyDict::new(py);
-        let Some(l) = guard.as_ref() else {
+        let Some(s) = stats else {
             return Ok(d);
         };
-        let s = l.stats();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         d.set_item("objects", s.objects)?;
         d.set_item("bytes", s.bytes)?;
@@ -329,11 +329,11 @@ impl Loader {
 
     /// Stops reading: requests in flight are cancelled. Objects already delivered stay valid.
     fn close(&self, py: Python<'_>) {
-        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        // Dropping aborts the loader's tasks; do it inside the runtime, without the GIL.
-        let rt = self.rt.clone();
-        py.detach(move || {
-            let _in_runtime = rt.enter();
+        // Waiting for the lock (an in-flight `next()` holds it) and dropping, which aborts the
+        // loader's tasks inside the runtime, both happen without the GIL.
+        py.detach(|| {
+            let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let _in_runtime = self.rt.enter();
             drop(taken);
         });
     }
