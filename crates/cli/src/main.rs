@@ -1,7 +1,6 @@
 //! `sluice`: serve a test store, generate a dataset, move objects, and benchmark.
 
 mod bench;
-mod npz;
 mod objects;
 mod output;
 mod plot;

@@ -340,9 +340,10 @@ pub async fn write_dataset(
             let uri = base.with_key(key);
             tokio::spawn(async move {
                 let k = uri.key().to_owned();
-                let record = tokio::task::spawn_blocking(move || crate::npz::record(&k, size))
-                    .await
-                    .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
+                let record =
+                    tokio::task::spawn_blocking(move || sluice_core::npz::record(&k, size))
+                        .await
+                        .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
                 let n = record.len() as u64;
                 store.put(&uri, Bytes::from(record).into()).await?;
                 Ok::<u64, Failure>(n)

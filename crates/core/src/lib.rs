@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod error;
 pub mod listing;
 pub mod multipart;
+pub mod npz;
 pub mod pattern;
 pub mod range;
 pub mod resume;

@@ -2,7 +2,7 @@
 //! payload into parts (zero-copy slices), upload a few at a time with retries, complete, and
 //! abort if anything fails so no orphaned parts keep costing storage.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::retry::{RetryPolicy, retry};
 use crate::store::PutInfo;
 use crate::uri::ObjectUri;
@@ -18,14 +18,14 @@ pub const PART_CONCURRENCY: usize = 4;
 #[async_trait]
 pub trait MultipartApi: Send + Sync {
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String>;
-    /// Returns the part's ETag.
+    /// Returns the ETag the response carried; `upload` turns a missing one into an error.
     async fn upload_part(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-    ) -> Result<String>;
+    ) -> Result<Option<String>>;
     /// `parts`: (part number, ETag) in order. Returns the object's ETag.
     async fn complete_upload(
         &self,
@@ -55,8 +55,17 @@ pub async fn upload(
         .map(|(n, chunk)| {
             let upload_id = upload_id.as_str();
             async move {
-                let etag =
-                    retry(policy, || api.upload_part(uri, upload_id, n, chunk.clone())).await?;
+                let etag = retry(policy, || async {
+                    api.upload_part(uri, upload_id, n, chunk.clone())
+                        .await?
+                        .ok_or_else(|| {
+                            Error::transport(
+                                uri.to_string(),
+                                format!("UploadPart {n} answered without an ETag"),
+                            )
+                        })
+                })
+                .await?;
                 Ok((n, etag))
             }
         })
@@ -83,7 +92,6 @@ pub async fn upload(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -91,6 +99,7 @@ mod tests {
     struct Fake {
         parts: Mutex<Vec<(u32, Bytes)>>,
         fail_part: Option<u32>,
+        no_etag_part: Option<u32>,
         aborted: Mutex<bool>,
         completed: Mutex<Vec<(u32, String)>>,
     }
@@ -106,7 +115,7 @@ mod tests {
             _: &str,
             n: u32,
             data: Bytes,
-        ) -> Result<String> {
+        ) -> Result<Option<String>> {
             if self.fail_part == Some(n) {
                 return Err(Error::from_service(
                     uri.to_string(),
@@ -117,7 +126,7 @@ mod tests {
                 ));
             }
             self.parts.lock().unwrap().push((n, data));
-            Ok(format!("\"etag{n}\""))
+            Ok((self.no_etag_part != Some(n)).then(|| format!("\"etag{n}\"")))
         }
         async fn complete_upload(
             &self,
@@ -174,6 +183,26 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("InvalidArgument"), "{err}");
+        assert!(*fake.aborted.lock().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_part_without_etag_fails_the_upload_naming_it() {
+        let fake = Fake {
+            no_etag_part: Some(3),
+            ..Default::default()
+        };
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let err = upload(&fake, &policy(), &uri, Bytes::from(vec![0; 30]), 10)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("UploadPart 3 answered without an ETag"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("s3://bucket/k"), "{err}");
+        assert!(fake.completed.lock().unwrap().is_empty());
         assert!(*fake.aborted.lock().unwrap());
     }
 }

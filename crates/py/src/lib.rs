@@ -5,6 +5,7 @@
 mod client;
 mod errors;
 mod loader;
+mod npz;
 mod object;
 mod runtime;
 mod testing;
@@ -28,6 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::put, m)?)?;
     m.add_function(wrap_pyfunction!(client::delete, m)?)?;
     m.add_function(wrap_pyfunction!(testing::pattern, m)?)?;
+    m.add_function(wrap_pyfunction!(npz::write_npz, m)?)?;
     m.add("backends", sluice_loader::registry::compiled())?;
     Ok(())
 }

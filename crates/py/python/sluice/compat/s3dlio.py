@@ -21,15 +21,13 @@ S3DLIO_CHUNK_SIZE (bytes per range).
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import struct
-import zipfile
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 import sluice
+from sluice import _native
 
 __all__ = [
     "PyDataset",
@@ -275,8 +273,8 @@ class MultipartUploadWriter:
 _DTYPE_SIZES = {"b1": 1, "i1": 1, "u1": 1, "i2": 2, "u2": 2, "f2": 2, "i4": 4, "u4": 4, "f4": 4, "i8": 8, "u8": 8, "f8": 8}
 
 
-def _npy(shape: Sequence[int], dtype: str, fill: int) -> bytes:
-    """One array in NumPy's .npy format 1.0, deterministic non-zero content."""
+def _array(name: str, shape: Sequence[int], dtype: str, fill: int) -> tuple:
+    """(name, descr, shape, content) of one array with deterministic non-zero content."""
     code = dtype.lstrip("<>|=")
     if code not in _DTYPE_SIZES:
         raise ValueError(f"dtype {dtype!r} is not one of {sorted(_DTYPE_SIZES)}")
@@ -285,17 +283,12 @@ def _npy(shape: Sequence[int], dtype: str, fill: int) -> bytes:
     descr = dtype if dtype[0] in "<>|" else "<" + dtype
     if _DTYPE_SIZES[code] == 1:
         descr = "|" + code
-    shape_s = "(" + "".join(f"{d}, " for d in shape).rstrip(" ") + ")" if len(shape) != 1 else f"({shape[0]},)"
-    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_s}, }}"
-    # Magic (6) + version (2) + header length (2) + header, padded with spaces to 64 bytes.
-    pad = 64 - (10 + len(header) + 1) % 64
-    header = header + " " * pad + "\n"
     n = _DTYPE_SIZES[code]
     for d in shape:
         n *= d
     body = bytes((fill + i) & 0xFF for i in range(min(n, 4096)))
     body = (body * (n // max(len(body), 1) + 1))[:n] if n else b""
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") + body
+    return (name, descr, _builtin_list(shape), body)
 
 
 def generate_npz_bytes(shape: Sequence[int], dtype: str = "<f4", num_samples: int = 1) -> bytes:
@@ -303,8 +296,6 @@ def generate_npz_bytes(shape: Sequence[int], dtype: str = "<f4", num_samples: in
     ``y``, one int64 label per sample, like DLIO's generated records."""
     if num_samples < 1:
         raise ValueError(f"num_samples must be at least 1, got {num_samples}")
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as z:
-        z.writestr("x.npy", _npy([num_samples, *shape], dtype, 1))
-        z.writestr("y.npy", _npy([num_samples], "<i8", 0))
-    return out.getvalue()
+    return _native.write_npz(
+        [_array("x", [num_samples, *shape], dtype, 1), _array("y", [num_samples], "<i8", 0)]
+    )

@@ -1,10 +1,43 @@
-//! DLIO-style `.npz` records: a zip (stored, uncompressed, as `numpy.savez` writes) holding
-//! `x.npy` (the sample, uint8) and `y.npy` (a label), so numpy and DLIO can open them.
+//! NumPy `.npz` files as `numpy.savez` writes them (a zip of stored, uncompressed `.npy`
+//! arrays), and DLIO-style records built from them: `x.npy` (the sample) and `y.npy` (a
+//! label), so numpy and DLIO can open what the benchmark and `generate_npz_bytes` write.
 
 use std::io::{Cursor, Write};
 use zip::write::SimpleFileOptions;
 
-/// The `.npy` bytes of a 1-D array of `len` elements with numpy dtype `descr`.
+/// One array of an `.npz`: its name (without `.npy`), numpy dtype (`"<f4"`, `"|u1"`, ...),
+/// shape, and its content in C order, already encoded as `descr` says.
+#[derive(Debug, Clone, Copy)]
+pub struct Array<'a> {
+    pub name: &'a str,
+    pub descr: &'a str,
+    pub shape: &'a [usize],
+    pub data: &'a [u8],
+}
+
+/// The `.npz` holding `arrays`, in that order.
+pub fn write(arrays: &[Array<'_>]) -> Vec<u8> {
+    let size: usize = arrays.iter().map(|a| a.data.len() + 256).sum();
+    let large = arrays.iter().any(|a| a.data.len() > u32::MAX as usize / 2);
+    let mut buf = Cursor::new(Vec::with_capacity(size + 1024));
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let opts = SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(large);
+        for a in arrays {
+            z.start_file(format!("{}.npy", a.name), opts)
+                .expect("in-memory zip");
+            z.write_all(&npy_header(a.descr, a.shape))
+                .expect("in-memory zip");
+            z.write_all(a.data).expect("in-memory zip");
+        }
+        z.finish().expect("in-memory zip");
+    }
+    buf.into_inner()
+}
+
+/// The header of an `.npy` file (format 1.0) for an array of `shape` with dtype `descr`.
 fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let shape = match shape {
         [n] => format!("({n},)"),
@@ -44,26 +77,22 @@ pub fn record(key: &str, size: usize) -> Vec<u8> {
 }
 
 fn build(key: &str, payload: usize) -> Vec<u8> {
-    let mut x = npy_header("|u1", &[payload]);
-    let start = x.len();
-    x.resize(start + payload, 0);
-    sluice_core::pattern::fill(key, 0, &mut x[start..]);
-    let mut y = npy_header("<i8", &[1]);
-    y.extend_from_slice(&0i64.to_le_bytes());
-
-    let mut buf = Cursor::new(Vec::with_capacity(x.len() + y.len() + 1024));
-    {
-        let mut z = zip::ZipWriter::new(&mut buf);
-        let opts = SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
-            .large_file(payload > u32::MAX as usize / 2);
-        z.start_file("x.npy", opts).expect("in-memory zip");
-        z.write_all(&x).expect("in-memory zip");
-        z.start_file("y.npy", opts).expect("in-memory zip");
-        z.write_all(&y).expect("in-memory zip");
-        z.finish().expect("in-memory zip");
-    }
-    buf.into_inner()
+    let mut x = vec![0; payload];
+    crate::pattern::fill(key, 0, &mut x);
+    write(&[
+        Array {
+            name: "x",
+            descr: "|u1",
+            shape: &[payload],
+            data: &x,
+        },
+        Array {
+            name: "y",
+            descr: "<i8",
+            shape: &[1],
+            data: &0i64.to_le_bytes(),
+        },
+    ])
 }
 
 #[cfg(test)]
