@@ -4,6 +4,8 @@
 //! make and what to do when they fail lives here, once: URIs, configuration from the standard
 //! AWS environment, the error type, retry classification and backoff, resumption of
 //! interrupted bodies, range planning and zero-copy assembly of ranged reads.
+//! Also the deterministic data that tests and benchmarks write: `pattern` (object bytes) and
+//! `npz` (DLIO-style `.npz` records).
 
 pub mod config;
 pub mod credentials;
