@@ -19,12 +19,12 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_core::error::error_chain;
 use sluice_core::listing::{ListPage, paginate};
-use sluice_core::multipart::{self, MultipartApi};
+use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::retry::retry;
 use sluice_core::{
-    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, PutInfo, PutPayload,
-    Result, Segment, StoreConfig,
+    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
+    PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
 };
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -163,6 +163,22 @@ impl GetAttempt for AwsSdkStore {
 
 #[async_trait]
 impl MultipartApi for AwsSdkStore {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        let s = uri.to_string();
+        let _permit = self.permit().await;
+        let out = self
+            .client
+            .put_object()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .content_length(data.len() as i64)
+            .body(ByteStream::from(data))
+            .send()
+            .await
+            .map_err(|e| self.err(&s, e))?;
+        Ok(out.e_tag().map(str::to_owned))
+    }
+
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
         let s = uri.to_string();
         let _permit = self.permit().await;
@@ -300,37 +316,25 @@ impl ObjectStore for AwsSdkStore {
     }
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        let data = data.0;
-        if data.len() as u64 >= self.cfg.multipart_threshold {
-            return multipart::upload(
-                self,
-                &self.cfg.retry,
-                uri,
-                data,
-                self.cfg.multipart_part_size,
-            )
-            .await;
-        }
-        let s = uri.to_string();
-        retry(&self.cfg.retry, || async {
-            let _permit = self.permit().await;
-            let out = self
-                .client
-                .put_object()
-                .bucket(uri.bucket())
-                .key(uri.key())
-                .content_length(data.len() as i64)
-                // `Bytes` clone: a reference count, not a copy of the payload.
-                .body(ByteStream::from(data.clone()))
-                .send()
-                .await
-                .map_err(|e| self.err(&s, e))?;
-            Ok(PutInfo {
-                etag: out.e_tag().map(str::to_owned),
-                parts: None,
-            })
-        })
+        multipart::put(
+            self,
+            &self.cfg.retry,
+            uri,
+            data.0,
+            self.cfg.multipart_threshold,
+            self.cfg.multipart_part_size,
+        )
         .await
+    }
+
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
+        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
+        Ok(Box::new(MultipartWriter::new(
+            api,
+            self.cfg.retry,
+            uri.clone(),
+            opts,
+        )?))
     }
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {

@@ -15,12 +15,12 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use http::{HeaderMap, HeaderValue, Method};
 use sluice_core::listing::{ListPage, paginate};
-use sluice_core::multipart::{self, MultipartApi};
+use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::retry::retry;
 use sluice_core::{
-    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, PutInfo, PutPayload,
-    Result, Segment, StoreConfig,
+    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
+    PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
 };
 use std::sync::Arc;
 use transport::{Transport, header_str, read_small_body};
@@ -157,6 +157,16 @@ impl GetAttempt for HyperStore {
 
 #[async_trait]
 impl MultipartApi for HyperStore {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        let s = uri.to_string();
+        let url = self.addressing.object(uri, &[]);
+        let resp = self
+            .transport
+            .send(&s, Method::PUT, &url, HeaderMap::new(), data)
+            .await?;
+        Ok(header_str(resp.response.headers(), "etag").map(str::to_owned))
+    }
+
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
         let s = uri.to_string();
         let resp = self
@@ -290,30 +300,26 @@ impl ObjectStore for HyperStore {
     }
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        let data = data.0;
-        if data.len() as u64 >= self.cfg().multipart_threshold {
-            return multipart::upload(
-                self,
-                &self.cfg().retry,
-                uri,
-                data,
-                self.cfg().multipart_part_size,
-            )
-            .await;
-        }
-        let s = uri.to_string();
-        let url = self.addressing.object(uri, &[]);
-        retry(&self.cfg().retry, || async {
-            let resp = self
-                .transport
-                .send(&s, Method::PUT, &url, HeaderMap::new(), data.clone())
-                .await?;
-            Ok(PutInfo {
-                etag: header_str(resp.response.headers(), "etag").map(str::to_owned),
-                parts: None,
-            })
-        })
+        let cfg = self.cfg();
+        multipart::put(
+            self,
+            &cfg.retry,
+            uri,
+            data.0,
+            cfg.multipart_threshold,
+            cfg.multipart_part_size,
+        )
         .await
+    }
+
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
+        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
+        Ok(Box::new(MultipartWriter::new(
+            api,
+            self.cfg().retry,
+            uri.clone(),
+            opts,
+        )?))
     }
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {

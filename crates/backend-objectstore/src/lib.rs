@@ -15,24 +15,26 @@ use errors::map_error;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
+use object_store::multipart::{MultipartStore as _, PartId};
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, ClientOptions, CredentialProvider, GetOptions, GetRange, ObjectStore as _,
     ObjectStoreExt as _, RetryConfig,
 };
+use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::{
     ByteRange, CredentialsCache, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
-    PutInfo, PutPayload, Result, Segment, StoreConfig,
+    ObjectWriter, PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ObjectStoreBackend {
     cfg: StoreConfig,
     ca_pem: Option<Vec<u8>>,
-    stores: Mutex<HashMap<String, Arc<AmazonS3>>>,
+    stores: Arc<Mutex<HashMap<String, Arc<AmazonS3>>>>,
 }
 
 /// Our credentials cache as object_store's provider, so both stacks see the same chain.
@@ -69,7 +71,7 @@ impl ObjectStoreBackend {
         let this = Self {
             cfg,
             ca_pem,
-            stores: Mutex::default(),
+            stores: Arc::default(),
         };
         // Build once up front so a bad configuration fails here, not on first use.
         this.build("config-check")?;
@@ -178,6 +180,70 @@ impl GetAttempt for ObjectStoreBackend {
     }
 }
 
+/// object_store's low-level multipart calls, so uploads run through core's one multipart
+/// loop and streaming writer like every backend's.
+#[async_trait]
+impl MultipartApi for ObjectStoreBackend {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        let r = self
+            .store(uri.bucket())?
+            .put(&path(uri), data.into())
+            .await
+            .map_err(|e| map_error(uri, e))?;
+        Ok(r.e_tag)
+    }
+
+    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+        self.store(uri.bucket())?
+            .create_multipart(&path(uri))
+            .await
+            .map_err(|e| map_error(uri, e))
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<Option<String>> {
+        let id = upload_id.to_owned();
+        let part = self
+            .store(uri.bucket())?
+            .put_part(&path(uri), &id, part_number as usize - 1, data.into())
+            .await
+            .map_err(|e| map_error(uri, e))?;
+        Ok(Some(part.content_id))
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<Option<String>> {
+        let parts = parts
+            .iter()
+            .map(|(_, etag)| PartId {
+                content_id: etag.clone(),
+            })
+            .collect();
+        let r = self
+            .store(uri.bucket())?
+            .complete_multipart(&path(uri), &upload_id.to_owned(), parts)
+            .await
+            .map_err(|e| map_error(uri, e))?;
+        Ok(r.e_tag)
+    }
+
+    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        self.store(uri.bucket())?
+            .abort_multipart(&path(uri), &upload_id.to_owned())
+            .await
+            .map_err(|e| map_error(uri, e))
+    }
+}
+
 #[async_trait]
 impl ObjectStore for ObjectStoreBackend {
     fn backend(&self) -> &'static str {
@@ -243,47 +309,25 @@ impl ObjectStore for ObjectStoreBackend {
     }
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        let store = self.store(uri.bucket())?;
-        let data: Bytes = data.0;
-        let p = path(uri);
-        if (data.len() as u64) < self.cfg.multipart_threshold {
-            let r = store
-                .put(&p, data.into())
-                .await
-                .map_err(|e| map_error(uri, e))?;
-            return Ok(PutInfo {
-                etag: r.e_tag,
-                parts: None,
-            });
-        }
-        let part = usize::try_from(self.cfg.multipart_part_size)
-            .unwrap_or(usize::MAX)
-            .max(1);
-        let mut upload = store
-            .put_multipart(&p)
-            .await
-            .map_err(|e| map_error(uri, e))?;
-        let parts: Vec<_> = data
-            .chunks(part)
-            .map(|c| upload.put_part(data.slice_ref(c).into()))
-            .collect();
-        let n = parts.len();
-        let uploaded: Result<Vec<()>> = futures::stream::iter(parts)
-            .buffered(sluice_core::multipart::PART_CONCURRENCY)
-            .map_err(|e| map_error(uri, e))
-            .try_collect()
-            .await;
-        if let Err(e) = uploaded {
-            if let Err(abort) = upload.abort().await {
-                tracing::warn!(%uri, error = %abort, "could not abort failed multipart upload");
-            }
-            return Err(e);
-        }
-        let r = upload.complete().await.map_err(|e| map_error(uri, e))?;
-        Ok(PutInfo {
-            etag: r.e_tag,
-            parts: Some(n),
-        })
+        multipart::put(
+            self,
+            &self.cfg.retry,
+            uri,
+            data.0,
+            self.cfg.multipart_threshold,
+            self.cfg.multipart_part_size,
+        )
+        .await
+    }
+
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
+        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
+        Ok(Box::new(MultipartWriter::new(
+            api,
+            self.cfg.retry,
+            uri.clone(),
+            opts,
+        )?))
     }
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {

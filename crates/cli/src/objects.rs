@@ -7,7 +7,8 @@ use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
 use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions};
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,7 +66,8 @@ pub struct GetArgs {
     /// Size of each ranged GET
     #[arg(long, default_value = "8MiB", value_parser = crate::serve::parse_size)]
     chunk_size: u64,
-    /// Write objects under this directory (keys become paths)
+    /// Write objects under this directory, as paths relative to the prefix given (an object
+    /// named alone: its last key segment); keys that would leave DIR are refused
     #[arg(short, long)]
     out: Option<PathBuf>,
     /// Check every byte against sluice's deterministic pattern (objects from `serve --populate`)
@@ -89,9 +91,15 @@ fn parse_threshold(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The objects named: URIs as given (size learned while reading), prefixes listed (sizes kept).
-async fn expand(store: &dyn ObjectStore, uris: &[String]) -> Result<Dataset, Failure> {
+/// The objects named: URIs as given (size learned while reading), prefixes listed (sizes
+/// kept). Each with the path it gets under `get -o DIR`: the key relative to the prefix
+/// listed, or the key's last segment for an object named alone (as `aws s3 cp` does).
+async fn expand(
+    store: &dyn ObjectStore,
+    uris: &[String],
+) -> Result<(Dataset, HashMap<ObjectUri, String>), Failure> {
     let mut items = Vec::new();
+    let mut paths = HashMap::new();
     for s in uris {
         let uri = parse_uri(s)?;
         if uri.key().is_empty() || uri.key().ends_with('/') {
@@ -103,17 +111,45 @@ async fn expand(store: &dyn ObjectStore, uris: &[String]) -> Result<Dataset, Fai
                 }
                 .into());
             }
+            for item in listed.items() {
+                let rel = item
+                    .uri
+                    .key()
+                    .strip_prefix(uri.key())
+                    .unwrap_or(item.uri.key());
+                paths.insert(item.uri.clone(), rel.to_owned());
+            }
             items.extend(listed.items().iter().cloned());
         } else {
+            let name = uri.key().rsplit('/').next().unwrap_or_default().to_owned();
+            paths.insert(uri.clone(), name);
             items.push(Item { uri, size: None });
         }
     }
-    Ok(Dataset::from_items(items))
+    Ok((Dataset::from_items(items), paths))
+}
+
+/// Where `rel` goes under `dir`, refusing anything that could land outside it or is not a
+/// file name: `..`, absolute paths, empty segments (`a//b`, directory markers `a/`), NUL.
+fn output_path(dir: &Path, uri: &ObjectUri, rel: &str) -> Result<PathBuf, Failure> {
+    let bad = rel.is_empty()
+        || rel.starts_with('/')
+        || rel.contains('\0')
+        || rel
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..");
+    if bad {
+        return Err(Failure::Usage(format!(
+            "{uri}: the key does not make a safe file name under {} (relative path {rel:?})",
+            dir.display()
+        )));
+    }
+    Ok(dir.join(rel))
 }
 
 pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let store = a.store.open().await?;
-    let dataset = expand(store.as_ref(), &a.uris).await?;
+    let (dataset, paths) = expand(store.as_ref(), &a.uris).await?;
     let known: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
     let pool = BufferPool::for_prefetch(a.jobs, None);
     let pb = progress((known * u64::from(a.epochs)).max(1), true, a.json);
@@ -141,7 +177,8 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
                 .into());
             }
             if let Some(dir) = &a.out {
-                let path = dir.join(obj.uri.key());
+                let rel = paths.get(&obj.uri).map_or("", String::as_str);
+                let path = output_path(dir, &obj.uri, rel)?;
                 if let Some(p) = path.parent() {
                     tokio::fs::create_dir_all(p)
                         .await

@@ -99,7 +99,8 @@ async fn gen_ls_get_put_rm_round_trip() {
     let summary: serde_json::Value = serde_json::from_slice(&get.stdout).unwrap();
     assert_eq!(summary["objects"], 3);
     assert_eq!(summary["bytes"], 300000);
-    let file = dir.path().join("ds/train/0/img_1_of_3.npz");
+    // Paths are the keys relative to the prefix asked for.
+    let file = dir.path().join("train/0/img_1_of_3.npz");
     let stored = s
         .storage()
         .get(DEFAULT_BUCKET, "ds/train/0/img_1_of_3.npz")
@@ -123,6 +124,72 @@ async fn gen_ls_get_put_rm_round_trip() {
     let rm = sluice(&s, &["rm", "s3://sluice-test/copy.npz"]);
     assert!(rm.status.success(), "{}", text(&rm));
     assert!(s.storage().get(DEFAULT_BUCKET, "copy.npz").is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_and_direct_uris_get_put_ls_rm_and_copy_out_under_the_prefix() {
+    let s = server().await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    for (rel, len) in [("a.bin", 5000usize), ("sub/b.bin", (3 << 20) + 7)] {
+        let path = src.join(rel);
+        std::fs::write(
+            &path,
+            sluice_core::pattern::generate(path.to_str().unwrap(), len),
+        )
+        .unwrap();
+    }
+    for scheme in ["file://", "direct://"] {
+        let prefix = format!("{scheme}{}/", src.display());
+        let out = dir.path().join(format!("out-{}", &scheme[..4]));
+        let g = sluice(
+            &s,
+            &["get", "--verify", &prefix, "-o", out.to_str().unwrap()],
+        );
+        assert!(g.status.success(), "{scheme}: {}", text(&g));
+        assert!(text(&g).contains("2 objects"), "{}", text(&g));
+        // Keys relative to the prefix: the copy lands under -o, not over the source.
+        assert_eq!(
+            std::fs::read(out.join("sub/b.bin")).unwrap(),
+            std::fs::read(src.join("sub/b.bin")).unwrap()
+        );
+        assert_eq!(std::fs::read(out.join("a.bin")).unwrap().len(), 5000);
+        let ls = sluice(&s, &["ls", "-r", &prefix]);
+        assert!(
+            ls.status.success() && text(&ls).contains("sub/b.bin"),
+            "{}",
+            text(&ls)
+        );
+    }
+    let put_target = format!("file://{}/put/x.bin", dir.path().display());
+    let p = sluice(
+        &s,
+        &["put", src.join("a.bin").to_str().unwrap(), &put_target],
+    );
+    assert!(p.status.success(), "{}", text(&p));
+    assert_eq!(
+        std::fs::read(dir.path().join("put/x.bin")).unwrap().len(),
+        5000
+    );
+    let r = sluice(&s, &["rm", &put_target]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert!(!dir.path().join("put/x.bin").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_out_refuses_keys_that_leave_the_directory() {
+    let s = server().await;
+    s.insert(DEFAULT_BUCKET, "p/../../escape", b"x".to_vec());
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let out = dir.path().join("out");
+    let g = sluice(
+        &s,
+        &["get", "s3://sluice-test/p/", "-o", out.to_str().unwrap()],
+    );
+    assert_eq!(g.status.code(), Some(2), "{}", text(&g));
+    assert!(text(&g).contains("safe file name"), "{}", text(&g));
+    assert!(!dir.path().join("escape").exists() && !out.join("../escape").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -79,6 +79,15 @@ pub enum Error {
 
     #[error("{uri}: cancelled")]
     Cancelled { uri: String },
+
+    /// A local file system call failed (`file://`, `direct://`).
+    #[error("{uri}: {op}: {source}")]
+    Io {
+        uri: String,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -110,6 +119,25 @@ impl Error {
         Error::Integrity {
             uri: uri.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// Maps a file system error: a missing file is `NotFound`, a refused one
+    /// `PermissionDenied`, anything else `Io` with the operation that failed.
+    pub fn io(uri: impl Into<String>, op: &'static str, source: std::io::Error) -> Self {
+        let uri = uri.into();
+        match source.kind() {
+            std::io::ErrorKind::NotFound => Error::NotFound {
+                uri,
+                code: "ENOENT".into(),
+            },
+            std::io::ErrorKind::PermissionDenied => Error::PermissionDenied {
+                uri,
+                status: 0,
+                code: "EACCES".into(),
+                message: format!("{op}: {source}"),
+            },
+            _ => Error::Io { uri, op, source },
         }
     }
 
@@ -151,7 +179,8 @@ impl Error {
             | Error::Transport { uri, .. }
             | Error::Service { uri, .. }
             | Error::Integrity { uri, .. }
-            | Error::Cancelled { uri } => uri,
+            | Error::Cancelled { uri }
+            | Error::Io { uri, .. } => uri,
             Error::InvalidConfig { option, .. } => option,
         }
     }

@@ -20,6 +20,7 @@ pub mod retry;
 pub mod segment;
 pub mod sigv4;
 pub mod store;
+pub mod upload;
 pub mod uri;
 
 pub use config::{Checksums, StoreConfig, Timeouts};
@@ -30,4 +31,5 @@ pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume
 pub use retry::RetryPolicy;
 pub use segment::{Segment, SegmentError, SegmentedBuffer};
 pub use store::{GetInfo, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
-pub use uri::ObjectUri;
+pub use upload::{ObjectWriter, WriteInfo, WriteOptions};
+pub use uri::{ObjectUri, Scheme};

@@ -5,18 +5,24 @@
 use crate::error::{Error, Result};
 use crate::retry::{RetryPolicy, retry};
 use crate::store::PutInfo;
+use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
+use std::sync::Arc;
+use tokio::task::JoinSet;
 
 /// Parts uploaded at once per object. Enough to fill a link from one object; the loader and
 /// CLI parallelise across objects on top of this.
 pub const PART_CONCURRENCY: usize = 4;
 
-/// The four calls of the S3 multipart API, as a backend makes them (one attempt each).
+/// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
+/// attempt each).
 #[async_trait]
-pub trait MultipartApi: Send + Sync {
+pub trait MultipartApi: Send + Sync + 'static {
+    /// One PUT of a whole object. Returns its ETag.
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>>;
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String>;
     /// Returns the ETag the response carried; `upload` turns a missing one into an error.
     async fn upload_part(
@@ -52,23 +58,7 @@ pub async fn upload(
         .map(|(i, c)| (i as u32 + 1, data.slice_ref(c)))
         .collect();
     let uploaded: Result<Vec<(u32, String)>> = futures::stream::iter(parts)
-        .map(|(n, chunk)| {
-            let upload_id = upload_id.as_str();
-            async move {
-                let etag = retry(policy, || async {
-                    api.upload_part(uri, upload_id, n, chunk.clone())
-                        .await?
-                        .ok_or_else(|| {
-                            Error::transport(
-                                uri.to_string(),
-                                format!("UploadPart {n} answered without an ETag"),
-                            )
-                        })
-                })
-                .await?;
-                Ok((n, etag))
-            }
-        })
+        .map(|(n, chunk)| upload_part(api, policy, uri, &upload_id, n, chunk))
         .buffered(PART_CONCURRENCY)
         .try_collect()
         .await;
@@ -89,6 +79,281 @@ pub async fn upload(
     result
 }
 
+/// Uploads part `n` with retries; a reply without an ETag is an error (Complete needs it).
+async fn upload_part(
+    api: &dyn MultipartApi,
+    policy: &RetryPolicy,
+    uri: &ObjectUri,
+    upload_id: &str,
+    n: u32,
+    chunk: Bytes,
+) -> Result<(u32, String)> {
+    let etag = retry(policy, || async {
+        api.upload_part(uri, upload_id, n, chunk.clone())
+            .await?
+            .ok_or_else(|| {
+                Error::transport(
+                    uri.to_string(),
+                    format!("UploadPart {n} answered without an ETag"),
+                )
+            })
+    })
+    .await?;
+    Ok((n, etag))
+}
+
+/// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
+pub async fn put(
+    api: &dyn MultipartApi,
+    policy: &RetryPolicy,
+    uri: &ObjectUri,
+    data: Bytes,
+    threshold: u64,
+    part_size: u64,
+) -> Result<PutInfo> {
+    if data.len() as u64 >= threshold {
+        return upload(api, policy, uri, data, part_size).await;
+    }
+    let etag = retry(policy, || api.put_object(uri, data.clone())).await?;
+    Ok(PutInfo { etag, parts: None })
+}
+
+/// A streaming multipart upload: parts are cut from the bytes written and uploaded while
+/// the producer goes on, at most `max_in_flight` at a time. The upload is created with the
+/// first full part; an object that never fills one is sent with a single PUT at `finish`.
+pub struct MultipartWriter {
+    api: Arc<dyn MultipartApi>,
+    policy: RetryPolicy,
+    uri: ObjectUri,
+    opts: WriteOptions,
+    upload_id: Option<String>,
+    /// Bytes written but not yet cut into a part (less than one part).
+    pending: BytesMut,
+    next_part: u32,
+    in_flight: JoinSet<Result<(u32, String)>>,
+    done: Vec<(u32, String)>,
+    written: u64,
+    state: WriterState,
+    /// To abort from `Drop`, which may run outside the runtime (a Python finaliser).
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl std::fmt::Debug for MultipartWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultipartWriter")
+            .field("uri", &self.uri)
+            .field("opts", &self.opts)
+            .field("upload_id", &self.upload_id)
+            .field("written", &self.written)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MultipartWriter {
+    pub fn new(
+        api: Arc<dyn MultipartApi>,
+        policy: RetryPolicy,
+        uri: ObjectUri,
+        opts: WriteOptions,
+    ) -> Result<Self> {
+        opts.validate()?;
+        Ok(Self {
+            api,
+            policy,
+            uri,
+            opts,
+            upload_id: None,
+            pending: BytesMut::new(),
+            next_part: 1,
+            in_flight: JoinSet::new(),
+            done: Vec::new(),
+            written: 0,
+            state: WriterState::Open,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        })
+    }
+
+    fn part_len(&self) -> usize {
+        usize::try_from(self.opts.part_size).unwrap_or(usize::MAX)
+    }
+
+    /// Starts uploading `part` as the next part number, first waiting for a slot.
+    async fn send(&mut self, part: Bytes) -> Result<()> {
+        let n = self.next_part;
+        if n > MAX_PARTS {
+            return Err(Error::config(
+                "part_size",
+                format!(
+                    "{}: more than S3's {MAX_PARTS} parts at {} bytes each; use a larger part size",
+                    self.uri, self.opts.part_size
+                ),
+            ));
+        }
+        let upload_id = match &self.upload_id {
+            Some(id) => id.clone(),
+            None => {
+                let id = retry(&self.policy, || self.api.create_upload(&self.uri)).await?;
+                self.upload_id = Some(id.clone());
+                id
+            }
+        };
+        while self.in_flight.len() >= self.opts.max_in_flight {
+            self.reap_one().await?;
+        }
+        self.next_part += 1;
+        let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
+        self.in_flight.spawn(async move {
+            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part).await
+        });
+        Ok(())
+    }
+
+    /// Waits for one part in flight to finish.
+    async fn reap_one(&mut self) -> Result<()> {
+        match self.in_flight.join_next().await {
+            None => Ok(()),
+            Some(Ok(Ok(part))) => {
+                self.done.push(part);
+                Ok(())
+            }
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(e)) => Err(Error::integrity(
+                self.uri.to_string(),
+                format!("part upload task failed: {e}"),
+            )),
+        }
+    }
+
+    /// Passes `result` through; on error, aborts the upload so no parts are left behind.
+    async fn or_abort<T>(&mut self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            self.state = WriterState::Failed;
+            self.abort_upload().await;
+        }
+        result
+    }
+
+    async fn abort_upload(&mut self) {
+        self.in_flight.abort_all();
+        while self.in_flight.join_next().await.is_some() {}
+        if let Some(id) = self.upload_id.take()
+            && let Err(e) = self.api.abort_upload(&self.uri, &id).await
+        {
+            tracing::warn!(uri = %self.uri, upload_id = id, error = %e, "could not abort multipart upload");
+        }
+    }
+
+    async fn write_inner(&mut self, mut data: Bytes) -> Result<()> {
+        let part_len = self.part_len();
+        while !data.is_empty() {
+            if self.pending.is_empty() && data.len() >= part_len {
+                // A whole part inside the caller's buffer: sent without a copy.
+                let part = data.split_to(part_len);
+                self.send(part).await?;
+                continue;
+            }
+            let take = (part_len - self.pending.len()).min(data.len());
+            self.pending.extend_from_slice(&data.split_to(take));
+            if self.pending.len() == part_len {
+                let part = self.pending.split().freeze();
+                self.send(part).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn finish_inner(&mut self) -> Result<WriteInfo> {
+        let rest = self.pending.split().freeze();
+        if self.upload_id.is_none() {
+            let etag = retry(&self.policy, || {
+                self.api.put_object(&self.uri, rest.clone())
+            })
+            .await?;
+            return Ok(WriteInfo {
+                total_bytes: self.written,
+                parts: 1,
+                etag,
+            });
+        }
+        if !rest.is_empty() {
+            self.send(rest).await?;
+        }
+        while !self.in_flight.is_empty() {
+            self.reap_one().await?;
+        }
+        self.done.sort_unstable_by_key(|p| p.0);
+        let id = self.upload_id.clone().unwrap_or_default();
+        let etag = retry(&self.policy, || {
+            self.api.complete_upload(&self.uri, &id, &self.done)
+        })
+        .await?;
+        Ok(WriteInfo {
+            total_bytes: self.written,
+            parts: self.done.len() as u32,
+            etag,
+        })
+    }
+}
+
+#[async_trait]
+impl ObjectWriter for MultipartWriter {
+    async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.state.check_open(&self.uri.to_string())?;
+        self.written += data.len() as u64;
+        let r = self.write_inner(data).await;
+        self.or_abort(r).await
+    }
+
+    async fn finish(&mut self) -> Result<WriteInfo> {
+        self.state.check_open(&self.uri.to_string())?;
+        let r = self.finish_inner().await;
+        let info = self.or_abort(r).await?;
+        self.state = WriterState::Finished;
+        self.upload_id = None;
+        Ok(info)
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        if self.state == WriterState::Open {
+            self.state = WriterState::Aborted;
+            self.pending.clear();
+            self.abort_upload().await;
+        }
+        Ok(())
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.written
+    }
+}
+
+impl Drop for MultipartWriter {
+    fn drop(&mut self) {
+        // Dropping the JoinSet cancels the parts in flight; the upload itself must be aborted
+        // by a request, or its parts stay (and cost) until a lifecycle rule removes them.
+        let Some(id) = self.upload_id.take() else {
+            return;
+        };
+        if !self.opts.abort_on_drop {
+            return;
+        }
+        let (api, uri) = (self.api.clone(), self.uri.clone());
+        match &self.runtime {
+            Some(rt) => {
+                rt.spawn(async move {
+                    if let Err(e) = api.abort_upload(&uri, &id).await {
+                        tracing::warn!(%uri, upload_id = id, error = %e, "could not abort dropped multipart upload");
+                    }
+                });
+            }
+            None => {
+                tracing::warn!(uri = %self.uri, upload_id = id, "dropped multipart upload not aborted: no runtime")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +362,11 @@ mod tests {
 
     #[derive(Default)]
     struct Fake {
+        single: Mutex<Vec<Bytes>>,
+        created: Mutex<u32>,
+        /// Parts uploading right now, and the most ever at once.
+        active: Mutex<(usize, usize)>,
+        part_delay: Option<Duration>,
         parts: Mutex<Vec<(u32, Bytes)>>,
         fail_part: Option<u32>,
         no_etag_part: Option<u32>,
@@ -106,7 +376,12 @@ mod tests {
 
     #[async_trait]
     impl MultipartApi for Fake {
+        async fn put_object(&self, _: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+            self.single.lock().unwrap().push(data);
+            Ok(Some("\"single\"".into()))
+        }
         async fn create_upload(&self, _: &ObjectUri) -> Result<String> {
+            *self.created.lock().unwrap() += 1;
             Ok("u1".into())
         }
         async fn upload_part(
@@ -116,6 +391,15 @@ mod tests {
             n: u32,
             data: Bytes,
         ) -> Result<Option<String>> {
+            {
+                let mut a = self.active.lock().unwrap();
+                a.0 += 1;
+                a.1 = a.1.max(a.0);
+            }
+            if let Some(d) = self.part_delay {
+                tokio::time::sleep(d).await;
+            }
+            self.active.lock().unwrap().0 -= 1;
             if self.fail_part == Some(n) {
                 return Err(Error::from_service(
                     uri.to_string(),
@@ -204,5 +488,131 @@ mod tests {
         assert!(err.to_string().contains("s3://bucket/k"), "{err}");
         assert!(fake.completed.lock().unwrap().is_empty());
         assert!(*fake.aborted.lock().unwrap());
+    }
+
+    const MIB: usize = 1 << 20;
+
+    fn writer(fake: &Arc<Fake>, part_size: usize, max_in_flight: usize) -> MultipartWriter {
+        MultipartWriter::new(
+            fake.clone(),
+            policy(),
+            ObjectUri::parse("s3://bucket/ckpt").unwrap(),
+            WriteOptions {
+                part_size: part_size as u64,
+                max_in_flight,
+                abort_on_drop: true,
+            },
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn writer_streams_parts_with_bounded_concurrency() {
+        let fake = Arc::new(Fake {
+            part_delay: Some(Duration::from_millis(20)),
+            ..Default::default()
+        });
+        let mut w = writer(&fake, 5 * MIB, 2);
+        let data: Vec<u8> = (0..(23 * MIB)).map(|i| (i % 251) as u8).collect();
+        // Odd-sized writes straddle part boundaries.
+        for chunk in data.chunks(3 * MIB + 7) {
+            w.write(Bytes::copy_from_slice(chunk)).await.unwrap();
+        }
+        assert!(
+            !fake.parts.lock().unwrap().is_empty(),
+            "parts were sent before finish"
+        );
+        let info = w.finish().await.unwrap();
+        assert_eq!((info.total_bytes, info.parts), (23 * MIB as u64, 5));
+        assert_eq!(
+            fake.active.lock().unwrap().1,
+            2,
+            "never more than max_in_flight"
+        );
+        let mut parts = fake.parts.lock().unwrap().clone();
+        parts.sort_by_key(|p| p.0);
+        let joined: Vec<u8> = parts.iter().flat_map(|p| p.1.to_vec()).collect();
+        assert!(joined == data, "parts reassemble the bytes written");
+        let done = fake.completed.lock().unwrap().clone();
+        assert_eq!(
+            done.iter().map(|p| p.0).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4, 5]
+        );
+        assert!(fake.single.lock().unwrap().is_empty());
+        assert!(w.write(Bytes::from_static(b"x")).await.is_err(), "closed");
+    }
+
+    #[tokio::test]
+    async fn a_small_object_is_one_put() {
+        let fake = Arc::new(Fake::default());
+        let mut w = writer(&fake, 5 * MIB, 2);
+        w.write(Bytes::from_static(b"hello ")).await.unwrap();
+        w.write(Bytes::from_static(b"world")).await.unwrap();
+        let info = w.finish().await.unwrap();
+        assert_eq!((info.total_bytes, info.parts), (11, 1));
+        assert_eq!(
+            fake.single.lock().unwrap().clone(),
+            vec![Bytes::from_static(b"hello world")]
+        );
+        assert_eq!(*fake.created.lock().unwrap(), 0, "no multipart upload");
+    }
+
+    #[tokio::test]
+    async fn abort_and_drop_and_failure_abort_the_upload() {
+        let fake = Arc::new(Fake::default());
+        let mut w = writer(&fake, 5 * MIB, 2);
+        w.write(Bytes::from(vec![0; 6 * MIB])).await.unwrap();
+        w.abort().await.unwrap();
+        assert!(*fake.aborted.lock().unwrap());
+        assert!(fake.completed.lock().unwrap().is_empty());
+
+        let fake = Arc::new(Fake::default());
+        let mut w = writer(&fake, 5 * MIB, 2);
+        w.write(Bytes::from(vec![0; 6 * MIB])).await.unwrap();
+        drop(w);
+        for _ in 0..100 {
+            if *fake.aborted.lock().unwrap() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(*fake.aborted.lock().unwrap(), "dropping unfinished aborts");
+
+        let fake = Arc::new(Fake {
+            fail_part: Some(2),
+            ..Default::default()
+        });
+        let mut w = writer(&fake, 5 * MIB, 1);
+        let mut result = Ok(());
+        for _ in 0..4 {
+            result = w.write(Bytes::from(vec![0; 5 * MIB])).await;
+            if result.is_err() {
+                break;
+            }
+        }
+        let err = match result {
+            Err(e) => e,
+            Ok(()) => w.finish().await.unwrap_err(),
+        };
+        assert!(err.to_string().contains("InvalidArgument"), "{err}");
+        assert!(*fake.aborted.lock().unwrap());
+        assert!(fake.completed.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn part_sizes_outside_s3_limits_are_refused() {
+        let fake = Arc::new(Fake::default());
+        let err = MultipartWriter::new(
+            fake,
+            policy(),
+            ObjectUri::parse("s3://bucket/k").unwrap(),
+            WriteOptions {
+                part_size: 1024,
+                max_in_flight: 1,
+                abort_on_drop: true,
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("part_size"), "{err}");
     }
 }

@@ -131,6 +131,23 @@ impl Segment {
         self.buf.clear();
     }
 
+    /// Lets `fill` write up to `max` bytes straight into the segment (a file read needs no
+    /// intermediate buffer). The slice it gets is zeroed; it returns how many bytes it wrote.
+    /// A fixed segment never takes more than it has room for.
+    pub fn fill_with<E>(
+        &mut self,
+        max: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
+    ) -> Result<usize, E> {
+        let max = self.remaining().map_or(max, |r| r.min(max));
+        let old = self.buf.len();
+        self.buf.resize(old + max, 0);
+        let result = fill(&mut self.buf[old..]);
+        let n = result.as_ref().map_or(0, |n| (*n).min(max));
+        self.buf.truncate(old + n);
+        result.map(|_| n)
+    }
+
     /// The bytes written so far.
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
@@ -211,6 +228,27 @@ impl SegmentedBuffer {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn fill_with_writes_in_place_and_never_past_a_fixed_end() {
+        let mut s = Segment::exact(5);
+        let n = s
+            .fill_with(10, |b| {
+                assert_eq!(b.len(), 5, "offered only the room left");
+                b[..3].copy_from_slice(b"abc");
+                Ok::<_, ()>(3)
+            })
+            .unwrap();
+        assert_eq!((n, s.as_slice()), (3, &b"abc"[..]));
+        assert_eq!(s.fill_with(10, |_| Err::<usize, _>("boom")), Err("boom"));
+        assert_eq!(s.written(), 3, "a failed fill leaves nothing behind");
+        s.fill_with(2, |b| {
+            b.copy_from_slice(b"de");
+            Ok::<_, ()>(2)
+        })
+        .unwrap();
+        assert_eq!(s.freeze().unwrap(), &b"abcde"[..]);
+    }
 
     #[test]
     fn fixed_segments_refuse_overflow_and_mismatch() {

@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::range::ByteRange;
 use crate::segment::Segment;
+use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -108,4 +109,8 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo>;
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()>;
+
+    /// A streaming upload of `uri`: bytes are sent in parts as they are written, with
+    /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>>;
 }

@@ -1,13 +1,41 @@
-//! `s3://bucket/key` URIs.
+//! Object URIs: `s3://bucket/key`, and local files as `file:///path` (through the page
+//! cache) or `direct:///path` (O_DIRECT), the schemes s3dlio and MLPerf Storage use.
 
 use crate::error::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
 
-/// A parsed `s3://bucket/key` URI. The bucket name is valid by construction; the key may be
-/// empty (the whole bucket, as a listing prefix) and is kept exactly as given.
+/// Where an object lives, and so which store serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scheme {
+    /// An S3-compatible object store.
+    S3,
+    /// A local or network file system, read through the page cache.
+    File,
+    /// A local or network file system, read with O_DIRECT (no page cache).
+    Direct,
+}
+
+impl Scheme {
+    /// The URI prefix, `s3://`, `file://` or `direct://`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Scheme::S3 => "s3://",
+            Scheme::File => "file://",
+            Scheme::Direct => "direct://",
+        }
+    }
+}
+
+const EXPECTED: &str = "expected s3://bucket/key, file:///path or direct:///path";
+
+/// A parsed object URI. For `s3://` the bucket name is valid by construction and the key may
+/// be empty (the whole bucket, as a listing prefix); for `file://` and `direct://` the bucket
+/// is empty and the key is the path, absolute (`file:///data/x` → `/data/x`) or relative to
+/// the working directory (`file://data/x`). Keys are kept exactly as given.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectUri {
+    scheme: Scheme,
     bucket: String,
     key: String,
 }
@@ -19,14 +47,29 @@ impl ObjectUri {
             reason: reason.to_owned(),
         };
         if s.is_empty() {
-            return Err(invalid("empty URI; expected s3://bucket/key"));
+            return Err(invalid(&format!("empty URI; {EXPECTED}")));
+        }
+        for scheme in [Scheme::File, Scheme::Direct] {
+            if let Some(path) = s.strip_prefix(scheme.prefix()) {
+                if path.is_empty() {
+                    return Err(invalid("missing path"));
+                }
+                if path.contains('\0') {
+                    return Err(invalid("paths cannot contain NUL"));
+                }
+                return Ok(Self {
+                    scheme,
+                    bucket: String::new(),
+                    key: path.to_owned(),
+                });
+            }
         }
         let rest = s.strip_prefix("s3://").ok_or_else(|| {
-            invalid(match s.split_once("://") {
+            invalid(&match s.split_once("://") {
                 Some((scheme, _)) if !scheme.is_empty() => {
-                    "unsupported scheme; expected s3://bucket/key"
+                    format!("unsupported scheme; {EXPECTED}")
                 }
-                _ => "missing s3:// scheme; expected s3://bucket/key",
+                _ => format!("missing scheme; {EXPECTED}"),
             })
         })?;
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
@@ -38,16 +81,22 @@ impl ObjectUri {
             return Err(invalid("key longer than 1024 bytes"));
         }
         Ok(Self {
+            scheme: Scheme::S3,
             bucket: bucket.to_owned(),
             key: key.to_owned(),
         })
     }
 
-    /// Builds a URI from parts, validating the bucket name.
+    /// Builds an `s3://` URI from parts, validating the bucket name.
     pub fn new(bucket: &str, key: &str) -> Result<Self> {
         Self::parse(&format!("s3://{bucket}/{key}"))
     }
 
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The bucket (empty for `file://` and `direct://`).
     pub fn bucket(&self) -> &str {
         &self.bucket
     }
@@ -56,9 +105,10 @@ impl ObjectUri {
         &self.key
     }
 
-    /// The same bucket with another key.
+    /// The same scheme and bucket with another key.
     pub fn with_key(&self, key: impl Into<String>) -> Self {
         Self {
+            scheme: self.scheme,
             bucket: self.bucket.clone(),
             key: key.into(),
         }
@@ -100,7 +150,10 @@ impl FromStr for ObjectUri {
 
 impl fmt::Display for ObjectUri {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.key)
+        match self.scheme {
+            Scheme::S3 => write!(f, "s3://{}/{}", self.bucket, self.key),
+            other => write!(f, "{}{}", other.prefix(), self.key),
+        }
     }
 }
 
@@ -129,7 +182,8 @@ mod tests {
     fn rejects_malformed_input_naming_it() {
         for (input, needle) in [
             ("", "empty"),
-            ("bucket/key", "missing s3://"),
+            ("bucket/key", "missing scheme"),
+            ("file://", "missing path"),
             ("http://bucket/key", "unsupported scheme"),
             ("s3://", "missing bucket"),
             ("s3:///key", "missing bucket"),
@@ -148,6 +202,20 @@ mod tests {
                 "message names the URI: {msg}"
             );
         }
+    }
+
+    #[test]
+    fn file_and_direct_uris_keep_the_path_as_key() {
+        let f = ObjectUri::parse("file:///data/train/a.npz").unwrap();
+        assert_eq!(
+            (f.scheme(), f.bucket(), f.key()),
+            (Scheme::File, "", "/data/train/a.npz")
+        );
+        assert_eq!(f.to_string(), "file:///data/train/a.npz");
+        let d = ObjectUri::parse("direct://rel/x").unwrap();
+        assert_eq!((d.scheme(), d.key()), (Scheme::Direct, "rel/x"));
+        assert_eq!(d.with_key("rel/y").to_string(), "direct://rel/y");
+        assert_eq!(ObjectUri::parse("s3://bkt/k").unwrap().scheme(), Scheme::S3);
     }
 
     proptest! {

@@ -29,8 +29,13 @@ pub use stats::StatsSnapshot;
 /// A multi-threaded runtime for a loader's client: SLUICE_THREADS worker threads, else one
 /// per CPU this process may use.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    runtime_with_threads(default_threads())
+}
+
+/// A multi-threaded runtime with `threads` worker threads (at least one).
+pub fn runtime_with_threads(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(default_threads())
+        .worker_threads(threads.max(1))
         .thread_name("sluice")
         .enable_all()
         .build()

@@ -1,7 +1,15 @@
 //! Which backend serves a store: chosen by cargo features at build time and by name at run
-//! time (an explicit option, else `S3_BACKEND`, else `hyper`).
+//! time (an explicit option, else `S3_BACKEND`, else `hyper`). The store `open` returns also
+//! serves `file://` and `direct://` URIs, through the file system store.
 
-use sluice_core::{Error, ObjectStore, Result, StoreConfig};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use sluice_backend_fs::FsStore;
+use sluice_core::{
+    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
+    PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
+};
 use std::sync::Arc;
 
 /// Every backend sluice knows, compiled in or not.
@@ -37,10 +45,78 @@ pub fn choose(explicit: Option<&str>) -> (String, &'static str) {
     }
 }
 
-/// Builds the named backend (see `choose`) over `cfg`.
+/// Builds the named backend (see `choose`) over `cfg`, for `s3://` URIs; `file://` and
+/// `direct://` URIs go to the file system.
 pub fn open(explicit: Option<&str>, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
     let (name, option) = choose(explicit);
-    build(&name, option, cfg)
+    Ok(Arc::new(SchemeRouter::new(build(&name, option, cfg)?)))
+}
+
+/// One store for every scheme: each call goes to the store that serves its URI's scheme.
+#[derive(Debug)]
+pub struct SchemeRouter {
+    s3: Arc<dyn ObjectStore>,
+    file: FsStore,
+    direct: FsStore,
+}
+
+impl SchemeRouter {
+    pub fn new(s3: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            s3,
+            file: FsStore::file(),
+            direct: FsStore::direct(),
+        }
+    }
+
+    fn pick(&self, uri: &ObjectUri) -> &dyn ObjectStore {
+        match uri.scheme() {
+            Scheme::S3 => self.s3.as_ref(),
+            Scheme::File => &self.file,
+            Scheme::Direct => &self.direct,
+        }
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SchemeRouter {
+    /// The S3 backend's name (the file system store is the same whatever the backend).
+    fn backend(&self) -> &'static str {
+        self.s3.backend()
+    }
+
+    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        self.pick(uri).head(uri).await
+    }
+
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        dst: &mut Segment,
+    ) -> Result<GetInfo> {
+        self.pick(uri).get_into(uri, range, dst).await
+    }
+
+    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
+        self.pick(uri).get(uri, range).await
+    }
+
+    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
+        self.pick(prefix).list(prefix, recursive)
+    }
+
+    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        self.pick(uri).put(uri, data).await
+    }
+
+    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+        self.pick(uri).delete(uri).await
+    }
+
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
+        self.pick(uri).writer(uri, opts).await
+    }
 }
 
 fn build(name: &str, option: &str, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {

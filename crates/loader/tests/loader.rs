@@ -358,3 +358,54 @@ fn bad_options_name_the_option() {
     .unwrap_err();
     assert!(err.to_string().contains("prefetch"), "{err}");
 }
+
+/// `file://` and `direct://` datasets through the same loader (router from the registry):
+/// listed and unlisted, split into ranges, every byte checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_and_direct_datasets_read_every_byte() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sizes = [0usize, 1, 4097, 100_000, (3 << 20) + 5, 700_000];
+    let mut paths = Vec::new();
+    for (i, len) in sizes.iter().enumerate() {
+        let path = dir.path().join(format!("ds/{i:04}.bin"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, pattern::generate(path.to_str().unwrap(), *len)).unwrap();
+        paths.push(path);
+    }
+    // The S3 side is never used: any endpoint will do.
+    let cfg = sluice_core::StoreConfig::new(
+        Some("http://127.0.0.1:1".parse().unwrap()),
+        "us-east-1",
+        sluice_core::CredentialsCache::anonymous(),
+    );
+    let store = sluice_loader::registry::open(Some("hyper"), cfg).unwrap();
+    for scheme in ["file://", "direct://"] {
+        let uris: Vec<ObjectUri> = paths
+            .iter()
+            .map(|p| ObjectUri::parse(&format!("{scheme}{}", p.display())).unwrap())
+            .collect();
+        let prefix = ObjectUri::parse(&format!("{scheme}{}/ds/", dir.path().display())).unwrap();
+        let listed = within(
+            "list",
+            Dataset::from_prefix(store.as_ref(), &prefix, Some(".bin")),
+        )
+        .await
+        .unwrap();
+        assert_eq!(listed.len(), sizes.len(), "{scheme}");
+        for ds in [listed, Dataset::from_uris(uris.clone())] {
+            let mut loader = Loader::new(
+                store.clone(),
+                &ds,
+                LoaderOptions {
+                    order: Order::Input,
+                    ..opts()
+                },
+            )
+            .unwrap();
+            let got = drain(&mut loader).await;
+            let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
+            assert_eq!(order, uris, "{scheme}");
+            assert_eq!(got.iter().map(|o| o.data.len()).collect::<Vec<_>>(), sizes);
+        }
+    }
+}

@@ -4,15 +4,18 @@
 use crate::errors::{to_py, value_error};
 use crate::object::{Object, bytes_of};
 use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
+use crate::writer::Writer;
 use futures::{StreamExt, TryStreamExt};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sluice_core::{ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig};
+use sluice_core::{
+    ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig, WriteOptions,
+};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 use tokio::time::timeout;
 
 /// Runs `fut` to completion on this process's runtime with the GIL released, checking for
@@ -51,6 +54,7 @@ pub fn parse_uri(uri: &str) -> PyResult<ObjectUri> {
 #[derive(Debug)]
 pub struct Client {
     store: Arc<dyn ObjectStore>,
+    write_options: WriteOptions,
     owner: u32,
 }
 
@@ -59,12 +63,18 @@ impl Client {
         check_owner(self.owner, "sluice.Client")?;
         Ok(self.store.clone())
     }
+
+    /// How this client's streaming uploads cut parts (SLUICE_MULTIPART_PART_SIZE).
+    pub fn write_options(&self) -> WriteOptions {
+        self.write_options
+    }
 }
 
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None))]
+    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None, connect_timeout=None, first_byte_timeout=None))]
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         py: Python<'_>,
         backend: Option<&str>,
@@ -72,6 +82,8 @@ impl Client {
         region: Option<&str>,
         ca_bundle: Option<PathBuf>,
         max_attempts: Option<u32>,
+        connect_timeout: Option<f64>,
+        first_byte_timeout: Option<f64>,
     ) -> PyResult<Self> {
         let mut cfg: StoreConfig = block(py, StoreConfig::from_env())?;
         if let Some(e) = endpoint {
@@ -89,9 +101,17 @@ impl Client {
             }
             cfg.retry.max_attempts = n;
         }
+        if let Some(t) = connect_timeout {
+            cfg.timeouts.connect = seconds("connect_timeout", t)?;
+        }
+        if let Some(t) = first_byte_timeout {
+            cfg.timeouts.first_byte = seconds("first_byte_timeout", t)?;
+        }
+        let write_options = WriteOptions::from_config(&cfg);
         let store = sluice_loader::registry::open(backend, cfg).map_err(to_py)?;
         Ok(Self {
             store,
+            write_options,
             owner: std::process::id(),
         })
     }
@@ -223,6 +243,32 @@ impl Client {
         Ok(info.etag)
     }
 
+    /// A streaming upload: `write` chunks, then `close` (or `abort`). Parts of `part_size`
+    /// bytes (default SLUICE_MULTIPART_PART_SIZE) upload while you write, `max_in_flight` at
+    /// a time; dropped unfinished, the upload is aborted when `abort_on_drop`.
+    #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true))]
+    pub fn writer(
+        &self,
+        py: Python<'_>,
+        uri: &str,
+        part_size: Option<u64>,
+        max_in_flight: Option<usize>,
+        abort_on_drop: bool,
+    ) -> PyResult<Writer> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let mut opts = self.write_options;
+        if let Some(p) = part_size {
+            opts.part_size = p;
+        }
+        if let Some(m) = max_in_flight {
+            opts.max_in_flight = m;
+        }
+        opts.abort_on_drop = abort_on_drop;
+        let w = block(py, async move { store.writer(&u, opts).await })?;
+        Ok(Writer::new(uri.to_owned(), w))
+    }
+
     /// Deletes the object (deleting a missing key succeeds, as on S3).
     fn delete(&self, py: Python<'_>, uri: &str) -> PyResult<()> {
         let store = self.store()?;
@@ -235,12 +281,25 @@ impl Client {
     }
 }
 
+/// A timeout given in seconds from Python: positive and finite.
+fn seconds(option: &str, t: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(t)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| value_error(option, format!("{t} is not a positive number of seconds")))
+}
+
 static DEFAULT: PerProcess<Py<Client>> = PerProcess::new();
 
 /// The module-level functions' client: from the environment, one per process.
 pub fn default_client(py: Python<'_>) -> PyResult<Py<Client>> {
     DEFAULT
-        .get_or_try_init(|| Py::new(py, Client::new(py, None, None, None, None, None)?))
+        .get_or_try_init(|| {
+            Py::new(
+                py,
+                Client::new(py, None, None, None, None, None, None, None)?,
+            )
+        })
         .map(|c| c.clone_ref(py))
 }
 
@@ -271,6 +330,10 @@ delegate!(
     fn list(uri: &str, recursive: bool) -> Vec<String>
 );
 delegate!(fn exists(uri: &str) -> bool);
+delegate!(
+    #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true))]
+    fn writer(uri: &str, part_size: Option<u64>, max_in_flight: Option<usize>, abort_on_drop: bool) -> Writer
+);
 delegate!(fn delete(uri: &str) -> ());
 
 #[pyfunction]

@@ -21,6 +21,11 @@ pub fn to_py(e: Error) -> PyErr {
         Error::PermissionDenied { .. } => PyPermissionError::new_err(msg),
         Error::InvalidUri { .. } | Error::InvalidConfig { .. } => PyValueError::new_err(msg),
         Error::Timeout { .. } => PyTimeoutError::new_err(msg),
+        // A file system error keeps its errno, as Python's own would.
+        Error::Io { source, .. } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, msg)),
+            None => PyOSError::new_err(msg),
+        },
         _ => s3_error(&e, msg),
     }
 }

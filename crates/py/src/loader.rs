@@ -228,7 +228,9 @@ impl Loader {
                 ));
             }
             (Some(c), None) => c.get().store()?,
-            (None, Some(b)) => Client::new(py, Some(b), None, None, None, None)?.store()?,
+            (None, Some(b)) => {
+                Client::new(py, Some(b), None, None, None, None, None, None)?.store()?
+            }
             (None, None) => default_client(py)?.get().store()?,
         };
         let defaults = sluice_loader::LoaderOptions::default();

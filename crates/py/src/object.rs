@@ -76,6 +76,16 @@ impl Object {
         })
     }
 
+    /// A copy as `bytes` (s3dlio's BytesView name for `bytes(obj)`).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.__bytes__(py)
+    }
+
+    /// A read-only `memoryview` of the bytes, without a copy (as `memoryview(obj)`).
+    fn memoryview<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyMemoryView>> {
+        PyMemoryView::from(slf.as_any())
+    }
+
     fn __repr__(&self) -> String {
         format!("<sluice.Object {} ({} bytes)>", self.uri, self.data.len())
     }

@@ -8,6 +8,8 @@
 
 use pyo3::PyResult;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::pyfunction;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 
@@ -44,14 +46,36 @@ impl<T> PerProcess<T> {
 
 static RUNTIME: PerProcess<Runtime> = PerProcess::new();
 
+/// Worker threads asked for by `set_runtime_threads` (0: SLUICE_THREADS, else one per CPU).
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
 /// How long Rust waits without the GIL before checking for Ctrl-C (and other signals).
 pub const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub fn runtime() -> PyResult<Arc<Runtime>> {
     RUNTIME.get_or_try_init(|| {
-        sluice_loader::runtime()
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the I/O runtime: {e}")))
+        let built = match THREADS.load(Ordering::Relaxed) {
+            0 => sluice_loader::runtime(),
+            n => sluice_loader::runtime_with_threads(n),
+        };
+        built.map_err(|e| PyRuntimeError::new_err(format!("cannot start the I/O runtime: {e}")))
     })
+}
+
+impl<T> PerProcess<T> {
+    /// Whether this process has made its value yet.
+    pub fn is_set(&self) -> bool {
+        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        matches!(slot.as_ref(), Some((owner, _)) if *owner == std::process::id())
+    }
+}
+
+/// Sets the I/O runtime's worker threads for this process (and its forks). Takes effect only
+/// before the runtime starts (the first I/O call); returns whether it did.
+#[pyfunction]
+pub fn set_runtime_threads(threads: usize) -> bool {
+    THREADS.store(threads, Ordering::Relaxed);
+    !RUNTIME.is_set()
 }
 
 /// Fails clearly when an object made in one process is used in a forked child.

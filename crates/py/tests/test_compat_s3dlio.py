@@ -2,10 +2,12 @@
 
 import io
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -34,101 +36,350 @@ def test_items_behave_like_s3dlio_items(server, prefix):
         assert np.frombuffer(i, dtype=np.uint8).nbytes == 1000
 
 
-def test_object_calls(server, prefix):
+def test_get_get_range_and_get_many(server, prefix):
     uris = server.fill(prefix, 3, 5000)
-    base = f"s3://{server.bucket}/{prefix}"
-    assert bytes(s3dlio.get(uris[0]))[:10] == pattern(uris[0].split("/", 3)[3], 10)
+    key0 = uris[0].split("/", 3)[3]
+    obj = s3dlio.get(uris[0])
+    assert bytes(obj) == obj.to_bytes() == pattern(key0, 5000)
+    assert obj.memoryview().readonly and obj.memoryview().nbytes == 5000
     assert len(s3dlio.get_range(uris[0], 4000)) == 1000
-    assert len(s3dlio.get_range(uris[0], 0, 10)) == 10
-    assert [o.uri for o in s3dlio.get_many(uris)] == uris
-    assert s3dlio.list(base, recursive=True) == uris
-    assert s3dlio.list(base, recursive=True, pattern=r"obj_0000[12]") == uris[1:]
-    st = s3dlio.stat(uris[2])
-    assert st["size"] == 5000 and st["etag"] and "T" in st["last_modified"]
-    assert s3dlio.exists(uris[2]) and not s3dlio.exists(base + "nope")
-    s3dlio.put_bytes(base + "p", b"abc")
-    assert bytes(s3dlio.get(base + "p")) == b"abc"
-    with pytest.raises(FileNotFoundError, match=base + "nope"):
-        s3dlio.get(base + "nope")
+    assert bytes(s3dlio.get_range(uris[0], offset=10, length=10)) == pattern(key0, 20)[10:]
+    assert len(s3dlio.get_range(uris[0], 4000, 0)) == 1000, "length 0 reads to the end, as s3dlio"
+    pairs = s3dlio.get_many(list(reversed(uris)), max_in_flight=2)
+    assert [u for u, _ in pairs] == list(reversed(uris)), "(uri, data) in input order"
+    for uri, data in pairs:
+        assert bytes(data) == pattern(uri.split("/", 3)[3], 5000)
 
 
-def test_multipart_writer(server, prefix):
+def test_list_follows_s3dlio_rules(server, prefix):
+    base = f"s3://{server.bucket}/{prefix}"
+    for key in ["img_1.npz", "img_10.npz", "img_2.npz", "x_img_1.bin", "sub/img_1.npz", "sub/deep/a"]:
+        server.insert(prefix + key, b"abc")
+    assert s3dlio.list(base, recursive=True) == sorted(
+        base + k for k in ["img_1.npz", "img_10.npz", "img_2.npz", "x_img_1.bin", "sub/img_1.npz", "sub/deep/a"]
+    )
+    # Not recursive: sub-prefixes as URIs ending in "/".
+    assert s3dlio.list(base) == [base + k for k in ["img_1.npz", "img_10.npz", "img_2.npz", "sub/", "x_img_1.bin"]]
+    # No trailing slash: the last part is a regular expression searched below the prefix.
+    assert s3dlio.list(base + "img_1", recursive=True) == [
+        base + k for k in ["img_1.npz", "img_10.npz", "sub/img_1.npz", "x_img_1.bin"]
+    ]
+    assert s3dlio.list(base + "img_[2]", recursive=True) == [base + "img_2.npz"]
+    # pattern: searched in the URI relative to `uri`, so anchors work.
+    assert s3dlio.list(base, recursive=True, pattern=r"^img_1") == [base + "img_1.npz", base + "img_10.npz"]
+    assert s3dlio.list(base, recursive=True, pattern=r"^sub/") == [base + "sub/deep/a", base + "sub/img_1.npz"]
+    assert s3dlio.list(base + "nothing-here/") == []
+    with pytest.raises(RuntimeError, match="regular expression|unterminated|missing"):
+        s3dlio.list(base, pattern="[")
+
+
+def test_local_files_through_the_same_calls(tmp_path):
+    root = tmp_path / "data"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.npz").write_bytes(b"A" * 10)
+    (root / "sub" / "b.npz").write_bytes(b"B" * 20)
+    for scheme in ("file://", "direct://"):
+        base = f"{scheme}{root}"
+        # A directory named without a trailing slash is listed whole, as s3dlio does.
+        assert s3dlio.list(base, recursive=True) == [f"{base}/a.npz", f"{base}/sub/b.npz"]
+        assert s3dlio.list(base + "/") == [f"{base}/a.npz", f"{base}/sub/"]
+        assert bytes(s3dlio.get(f"{base}/sub/b.npz")) == b"B" * 20
+        assert bytes(s3dlio.get_range(f"{base}/a.npz", 2, 3)) == b"AAA"
+        assert [len(d) for _, d in s3dlio.get_many([f"{base}/a.npz", f"{base}/sub/b.npz"])] == [10, 20]
+        st = s3dlio.stat(f"{base}/a.npz")
+        assert st["size"] == 10 and st["storage_class"] == "STANDARD"
+    s3dlio.put_bytes(f"file://{root}/new/c.bin", b"xyz")
+    assert (root / "new" / "c.bin").read_bytes() == b"xyz"
+    assert s3dlio.exists(f"file://{root}/new/c.bin")
+    s3dlio.delete(f"file://{root}/new/c.bin")
+    assert not (root / "new" / "c.bin").exists()
+
+
+def test_stat_has_s3dlios_keys(server, prefix):
+    [uri] = server.fill(prefix, 1, 777)
+    st = s3dlio.stat(uri)
+    assert list(st) == [
+        "size", "last_modified", "etag", "content_type", "content_language", "content_encoding",
+        "cache_control", "content_disposition", "expires", "storage_class", "server_side_encryption",
+        "ssekms_key_id", "sse_customer_algorithm", "version_id", "replication_status", "metadata",
+    ]
+    assert st["size"] == 777 and st["etag"] and st["metadata"] == {}
+    assert st["last_modified"].endswith("Z") and "T" in st["last_modified"]
+
+
+def test_exists_is_false_on_any_error(server, prefix):
+    [uri] = server.fill(prefix, 1, 10)
+    assert s3dlio.exists(uri)
+    assert not s3dlio.exists(uri + "-missing")
+    assert not s3dlio.exists("not a uri")
+    assert not s3dlio.exists("gs://bucket/unsupported-scheme")
+
+
+def test_delete_single_prefix_and_glob(server, prefix):
+    base = f"s3://{server.bucket}/{prefix}"
+    for key in ["a.npz", "b.npz", "c.txt", "sub/d.npz"]:
+        server.insert(prefix + key, b"x")
+    s3dlio.delete(base + "missing-is-fine")
+    s3dlio.delete(base + "*.npz")
+    assert s3dlio.list(base, recursive=True) == [base + "c.txt", base + "sub/d.npz"]
+    s3dlio.delete(base + "c.txt")
+    assert s3dlio.list(base, recursive=True) == [base + "sub/d.npz"]
+    s3dlio.delete(base, recursive=True)
+    assert s3dlio.list(base, recursive=True) == []
+
+
+def test_errors_are_runtime_errors_that_keep_their_type(server, prefix):
+    missing = f"s3://{server.bucket}/{prefix}missing"
+    with pytest.raises(RuntimeError, match=missing) as caught:
+        s3dlio.get(missing)
+    assert isinstance(caught.value, FileNotFoundError)
+    again = pickle.loads(pickle.dumps(caught.value))  # DataLoader workers send exceptions
+    assert isinstance(again, FileNotFoundError) and isinstance(again, RuntimeError)
+    with pytest.raises(RuntimeError) as caught:
+        s3dlio.get("http://not-s3/x")
+    assert isinstance(caught.value, ValueError) and "http://not-s3/x" in str(caught.value)
+    server.inject("slowdown", count=50)
+    try:
+        with pytest.raises(RuntimeError) as caught:
+            s3dlio.put_bytes(f"s3://{server.bucket}/{prefix}x", b"abc")
+    finally:
+        server.clear_faults()
+    assert caught.value.status == 503 and caught.value.code == "SlowDown"
+
+
+def test_multipart_writer_streams_parts_while_writing(server, prefix):
     uri = f"s3://{server.bucket}/{prefix}ckpt"
-    w = s3dlio.MultipartUploadWriter.from_uri(uri, part_size=8 << 20)
-    chunks = [os.urandom(1 << 20) for _ in range(20)]
-    for c in chunks:
-        w.write(c)
+    w = s3dlio.MultipartUploadWriter.from_uri(uri, part_size=5 << 20, max_in_flight=2, abort_on_drop=True)
+    chunks = [os.urandom(3 << 20) for _ in range(7)]
+    before = server.requests
+    for c in chunks[:4]:
+        assert w.write(memoryview(c)) == len(c)
+    assert server.requests - before >= 2, "parts uploaded before close (create + parts)"
     assert not s3dlio.exists(uri), "nothing visible before close"
+    for c in chunks[4:]:
+        w.write(c)
     info = w.close()
-    assert info["size"] == 20 << 20
+    assert info["total_bytes"] == 21 << 20 and info["parts"] == 5 and info["etag"]
+    assert info["completed_at"] >= info["started_at"]
     assert bytes(s3dlio.get(uri)) == b"".join(chunks)
-    with pytest.raises(ValueError, match="closed"):
+    with pytest.raises(RuntimeError, match="finished"):
         w.write(b"x")
+    w.abort()  # harmless after close
 
-    aborted = f"s3://{server.bucket}/{prefix}aborted"
-    w = s3dlio.MultipartUploadWriter.from_uri(aborted)
-    w.write(b"partial")
+
+def test_multipart_writer_abort_reserve_commit_and_context(server, prefix):
+    base = f"s3://{server.bucket}/{prefix}"
+    w = s3dlio.MultipartUploadWriter.from_uri(base + "aborted", part_size=5 << 20)
+    w.write(os.urandom(6 << 20))
     w.abort()
-    assert not s3dlio.exists(aborted)
-    with pytest.raises(ValueError, match="s3://"):
-        s3dlio.MultipartUploadWriter.from_uri("not-a-uri")
+    assert not s3dlio.exists(base + "aborted")
+
+    with pytest.raises(KeyError):
+        with s3dlio.MultipartUploadWriter.from_uri(base + "raised") as w:
+            w.write(b"partial")
+            raise KeyError("producer failed")
+    assert not s3dlio.exists(base + "raised"), "an exception in the block aborts"
+
+    w = s3dlio.MultipartUploadWriter(server.bucket, prefix + "reserved")
+    buf = w.reserve(10)
+    buf[:4] = b"abcd"
+    w.commit(4)
+    with pytest.raises(ValueError):
+        w.reserve(5)
+        w.commit(6)
+    w.close()
+    assert bytes(s3dlio.get(base + "reserved")) == b"abcd"
+    with pytest.raises(RuntimeError, match="part_size"):
+        s3dlio.MultipartUploadWriter.from_uri(base + "tiny", part_size=1024)
 
 
-def test_generate_npz_bytes_is_a_valid_npz():
-    data = s3dlio.generate_npz_bytes((4, 5, 6), dtype="<f4", num_samples=3)
+def test_checkpoint_writers_for_every_scheme(server, prefix, tmp_path):
+    opts = s3dlio.PyWriterOptions()
+    opts.with_buffer_size(1 << 20)
+    data = os.urandom(3 << 20)
+    for create, uri in [
+        (s3dlio.create_s3_writer, f"s3://{server.bucket}/{prefix}ckpt.pt"),
+        (s3dlio.create_filesystem_writer, f"file://{tmp_path}/f/ckpt.pt"),
+        (s3dlio.create_direct_filesystem_writer, f"direct://{tmp_path}/d/ckpt.pt"),
+    ]:
+        w = create(uri, opts)
+        for off in range(0, len(data), 1 << 20):
+            w.write_chunk(memoryview(data)[off : off + (1 << 20)])
+        assert not s3dlio.exists(uri)
+        assert w.finalize() == (len(data), len(data))
+        assert w.bytes_written() == len(data)
+        assert bytes(s3dlio.get(uri)) == data
+        with pytest.raises(RuntimeError, match="finalized"):
+            w.finalize()
+    with pytest.raises(RuntimeError, match="create_filesystem_writer"):
+        s3dlio.create_filesystem_writer(f"s3://{server.bucket}/x", None)
+    with pytest.raises(RuntimeError, match="zstd"):
+        opts.with_compression("zstd", 3)
+
+
+def test_generate_npz_bytes_has_exactly_the_shape_and_random_content():
+    # DLIO passes the sample count inside the shape.
+    data = s3dlio.generate_npz_bytes(shape=[300, 200, 1], dtype="|u1", num_samples=1)
     npz = np.load(io.BytesIO(data))
-    assert npz["x"].shape == (3, 4, 5, 6) and npz["x"].dtype == np.float32
-    assert npz["y"].shape == (3,) and npz["y"].dtype == np.int64
+    assert npz["x"].shape == (300, 200, 1) and npz["x"].dtype == np.uint8
+    assert npz["y"].shape == (1,) and npz["y"].dtype == np.int64 and not npz["y"].any()
     assert zipfile.ZipFile(io.BytesIO(data)).namelist() == ["x.npy", "y.npy"]
-    u8 = np.load(io.BytesIO(s3dlio.generate_npz_bytes((7,), dtype="u1")))["x"]
-    assert u8.shape == (1, 7) and u8.dtype == np.uint8
-    with pytest.raises(ValueError, match="dtype"):
-        s3dlio.generate_npz_bytes((2,), dtype="<c16")
+    raw = npz["x"].tobytes()
+    assert len(zlib.compress(raw)) > 0.99 * len(raw), "incompressible, as s3dlio's"
+    assert s3dlio.generate_npz_bytes([300, 200, 1], "|u1") == data, "the same every call"
+    f4 = np.load(io.BytesIO(s3dlio.generate_npz_bytes((4, 5), dtype="<f4", num_samples=3)))
+    assert f4["x"].shape == (4, 5) and f4["x"].dtype == np.float32 and f4["y"].shape == (3,)
+    with pytest.raises(RuntimeError, match="dtype"):
+        s3dlio.generate_npz_bytes((2,), dtype="float")
 
 
-def test_s3dlio_range_variables(server, prefix, monkeypatch):
-    uris = server.fill(prefix, 1, 3 << 20)
-    ds = s3dlio.PyDataset.from_uris(uris)
-    monkeypatch.setenv("S3DLIO_CONCURRENT_THRESHOLD", str(1 << 20))
+def _run(code: str, env: dict) -> str:
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_s3dlio_variables_are_read_at_first_use_not_import(server, prefix):
+    [uri] = server.fill(prefix, 1, 100)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("S3DLIO_", "SLUICE_"))}
+    out = _run(f"""
+        import os, threading
+        from sluice.compat import s3dlio
+        from sluice import _native
+        os.environ["S3DLIO_RT_THREADS"] = "3"      # DLIO sets it after `import s3dlio`
+        assert s3dlio.exists({uri!r})
+        names = [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+        print(names.count("sluice"), _native.set_runtime_threads(5))
+    """, env)
+    assert out.split() == ["3", "False"], "3 I/O threads, and the runtime cannot change once started"
+
+
+def test_retry_attempts_and_range_variables(server, prefix, monkeypatch):
+    [uri] = server.fill(prefix, 1, 3 << 20)
+    monkeypatch.setenv("S3DLIO_MAX_RETRY_ATTEMPTS", "2")  # attempts in total, as s3dlio
+    s3dlio._clients.clear()
+    server.inject("slowdown", count=3)
+    before = server.requests
+    try:
+        with pytest.raises(RuntimeError, match="SlowDown"):
+            s3dlio.get(uri)
+    finally:
+        server.clear_faults()
+    assert server.requests - before == 2
+    monkeypatch.delenv("S3DLIO_MAX_RETRY_ATTEMPTS")
+    s3dlio._clients.clear()
+
+    ds = s3dlio.PyDataset.from_uris([uri])
+    monkeypatch.setenv("S3DLIO_RANGE_THRESHOLD_MB", "1")
     monkeypatch.setenv("S3DLIO_CHUNK_SIZE", str(1 << 20))
     gets = server.gets
-    assert sum(len(o) for o in s3dlio.PyBytesAsyncDataLoader(ds, {}).items()) == 3 << 20
+    assert sum(len(o) for o in s3dlio.PyBytesAsyncDataLoader(ds, {"prefetch": 2}).items()) == 3 << 20
     assert server.gets - gets == 3, "1 MiB ranges"
-    monkeypatch.setenv("S3DLIO_ENABLE_RANGE_OPTIMIZATION", "0")
-    gets = server.gets
-    assert sum(len(o) for o in s3dlio.PyBytesAsyncDataLoader(ds, {}).items()) == 3 << 20
-    assert server.gets - gets == 1, "range optimisation off: one GET"
+    for off in ("0", "false", "Off", "disabled"):
+        monkeypatch.setenv("S3DLIO_ENABLE_RANGE_OPTIMIZATION", off)
+        gets = server.gets
+        assert sum(len(o) for o in s3dlio.PyBytesAsyncDataLoader(ds, {}).items()) == 3 << 20
+        assert server.gets - gets == 1, f"range optimisation {off}: one GET"
     monkeypatch.setenv("S3DLIO_CHUNK_SIZE", "lots")
-    with pytest.raises(ValueError, match="S3DLIO_CHUNK_SIZE"):
-        s3dlio.PyBytesAsyncDataLoader(ds, {})
+    with pytest.raises(RuntimeError, match="S3DLIO_CHUNK_SIZE"):
+        s3dlio.PyBytesAsyncDataLoader(ds, {}).items()
 
 
-def test_retry_and_thread_variables_map_onto_sluice(server):
-    env = {**os.environ, "S3DLIO_MAX_RETRIES": "4", "S3DLIO_RT_THREADS": "3", "S3DLIO_TIMEOUT_SECS": "7"}
-    env.pop("SLUICE_MAX_ATTEMPTS", None)
-    code = "import os, sluice.compat.s3dlio; print(os.environ['SLUICE_MAX_ATTEMPTS'], os.environ['SLUICE_THREADS'], os.environ['SLUICE_FIRST_BYTE_TIMEOUT'])"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["5", "3", "7"]
+def test_endpoint_precedence_is_s3dlios(server, prefix):
+    [uri] = server.fill(prefix, 1, 10)
+    env = {**os.environ, "AWS_ENDPOINT_URL": server.endpoint, "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9"}
+    out = _run(f"""
+        from sluice.compat import s3dlio
+        print(len(s3dlio.get({uri!r})))
+    """, env)
+    assert out.split() == ["10"], "AWS_ENDPOINT_URL wins through the compat module"
 
 
-def test_unmodified_program_runs_through_the_alias(server, prefix, tmp_path):
-    uris = server.fill(prefix, 5, 1000)
+def test_old_invented_variable_names_are_gone():
+    import sluice.compat.s3dlio as mod
+
+    src = open(mod.__file__).read()
+    assert "S3DLIO_MAX_RETRIES" not in src and "S3DLIO_TIMEOUT_SECS" not in src
+
+
+STAND_IN = """raise ImportError("the real s3dlio was imported: the alias did not reach this process")\n"""
+
+
+def _stand_in(tmp_path):
+    """A package named s3dlio that fails on import, first on PYTHONPATH: any process the
+    alias does not reach imports it and fails."""
+    d = tmp_path / "stand_in"
+    (d / "s3dlio").mkdir(parents=True)
+    (d / "s3dlio" / "__init__.py").write_text(STAND_IN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), os.environ.get("PYTHONPATH", "")])}
+    return env
+
+
+PROCESS_MODEL = """
+import multiprocessing as mp, os, subprocess, sys
+
+URIS = {uris!r}
+OUT = {out!r}
+
+def read(uri):
+    import s3dlio
+    assert s3dlio.__name__ == "sluice.compat.s3dlio", s3dlio.__name__
+    data = bytes(s3dlio.get(uri))
+    from sluice.testing import pattern
+    assert data == pattern(uri.split("/", 3)[3], len(data))
+    return len(data)
+
+def write(tag):
+    import s3dlio
+    w = s3dlio.MultipartUploadWriter.from_uri(OUT + tag, part_size=5 << 20)
+    w.write(tag.encode() * 1000)
+    w.close()
+
+def worker(ctx_name, q):
+    q.put((ctx_name, read(URIS[0])))
+    write(ctx_name)
+
+if __name__ == "__main__":
+    results = {{"main": read(URIS[1])}}
+    for name in ("spawn", "forkserver", "fork"):
+        ctx = mp.get_context(name)
+        q = ctx.Queue()
+        p = ctx.Process(target=worker, args=(name, q))
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+        assert p.exitcode == 0, (name, p.exitcode)
+        results[got[0]] = got[1]
+    child = subprocess.run([sys.executable, "-c", "import s3dlio; print(s3dlio.__name__)"],
+                           capture_output=True, text=True, check=True)
+    results["subprocess"] = child.stdout.strip()
+    print(sorted(results.items()))
+"""
+
+
+def test_alias_reaches_every_process_it_starts(server, prefix, tmp_path):
+    uris = server.fill(prefix, 2, 4000)
+    out = f"s3://{server.bucket}/{prefix}written-by-"
     prog = tmp_path / "prog.py"
-    prog.write_text(textwrap.dedent(f"""
-        import sys
-        import s3dlio
-        uris = {uris!r}
-        total = 0
-        it = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), {{"prefetch": 4}}).items()
-        while batch := it.collect_batch(7):
-            total += sum(len(b) for b in batch)
-        print(s3dlio.__name__, total, sys.argv[1:])
-    """))
-    env = {**os.environ}
+    prog.write_text(PROCESS_MODEL.format(uris=uris, out=out))
+    env = _stand_in(tmp_path)
     plain = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True)
-    assert plain.returncode != 0 and "No module named 's3dlio'" in plain.stderr, "never installed silently"
-    out = subprocess.run(
-        [sys.executable, "-m", "sluice.compat.alias", str(prog), "--flag"],
-        env=env, capture_output=True, text=True, check=True,
+    assert plain.returncode != 0 and "alias did not reach" in plain.stderr, "the stand-in works"
+    run = subprocess.run(
+        [sys.executable, "-m", "sluice.compat.alias", str(prog)], env=env, capture_output=True, text=True, timeout=300
     )
-    assert out.stdout.strip().split(maxsplit=2) == ["sluice.compat.s3dlio", "5000", "['--flag']"]
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(
+        sorted({"main": 4000, "spawn": 4000, "forkserver": 4000, "fork": 4000, "subprocess": "sluice.compat.s3dlio"}.items())
+    )
+    for name in ("spawn", "forkserver", "fork"):
+        assert bytes(s3dlio.get(out + name)) == name.encode() * 1000
+
+
+def test_sluice_dlio_writes_a_bin_dir_for_mlpstorage(tmp_path):
+    from sluice.compat import alias
+
+    path = alias.make_bin_dir(str(tmp_path / "bin"))
+    assert os.path.basename(path) == "dlio_benchmark" and os.access(path, os.X_OK)
+    text = open(path).read()
+    assert "-m sluice.compat.alias -m dlio_benchmark.main" in text and sys.executable in text

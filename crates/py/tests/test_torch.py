@@ -39,3 +39,84 @@ def test_map_dataset(server, prefix):
     uris = server.fill(prefix, 4, 100)
     ds = S3MapDataset(uris, transform=len)
     assert len(ds) == 4 and [ds[i] for i in range(4)] == [100] * 4
+
+
+DLIO_MODEL = """
+# DLIO's process model, reduced: this script is one rank (RANK in the environment); its
+# DataLoader reads with `spawn` workers that call s3dlio's loader as DLIO's reader does, and
+# a `forkserver` process writes a checkpoint with s3dlio's multipart writer, as mlpstorage's
+# streaming checkpoint does. Every byte read is checked.
+import multiprocessing as mp, os, sys
+import torch
+
+URIS = {uris!r}
+CKPT = {ckpt!r}
+
+class Reader(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        import s3dlio
+        assert s3dlio.__name__ == "sluice.compat.s3dlio", s3dlio.__name__
+        info = torch.utils.data.get_worker_info()
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        mine = URIS[rank::world][info.id::info.num_workers]
+        it = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(mine), {{"prefetch": 4, "skip_head": False}}).items()
+        from sluice.testing import pattern
+        while batch := it.collect_batch(7):
+            for item in batch:
+                assert bytes(item) == pattern(item.uri.split("/", 3)[3], len(item))
+                yield item.uri
+
+def write_checkpoint(uri):
+    import s3dlio
+    w = s3dlio.MultipartUploadWriter.from_uri(uri, part_size=5 << 20, max_in_flight=2, abort_on_drop=True)
+    for i in range(3):
+        w.write(bytes([i]) * (4 << 20))
+    info = w.close()
+    assert info["total_bytes"] == 12 << 20, info
+
+if __name__ == "__main__":
+    import s3dlio  # the rank itself
+    dl = torch.utils.data.DataLoader(Reader(), batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    seen = sorted(dl)
+    writer = mp.get_context("forkserver").Process(target=write_checkpoint, args=(CKPT + os.environ["RANK"],))
+    writer.start()
+    writer.join(120)
+    assert writer.exitcode == 0, writer.exitcode
+    print(" ".join(seen))
+"""
+
+
+def test_dlio_process_model_through_the_alias(server, prefix, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from sluice.compat import s3dlio
+
+    uris = server.fill(prefix, 12, 50_000)
+    ckpt = f"s3://{server.bucket}/{prefix}ckpt-rank"
+    prog = tmp_path / "rank.py"
+    prog.write_text(DLIO_MODEL.format(uris=uris, ckpt=ckpt))
+    stand_in = tmp_path / "stand_in" / "s3dlio"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text('raise ImportError("the alias did not reach this process")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stand_in.parent), os.environ.get("PYTHONPATH", "")])}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sluice.compat.alias", str(prog)],
+            env={**env, "RANK": str(r), "WORLD_SIZE": "2"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    seen = []
+    for p in ranks:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        seen += out.split()
+    assert sorted(seen) == uris, "two ranks x two spawn workers: every object once"
+    for r in range(2):
+        data = bytes(s3dlio.get(f"{ckpt}{r}"))
+        assert data == b"".join(bytes([i]) * (4 << 20) for i in range(3))

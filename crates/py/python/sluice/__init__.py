@@ -18,6 +18,7 @@ from ._native import (
     Loader,
     Object,
     S3Error,
+    Writer,
     backends,
     delete,
     exists,
@@ -27,6 +28,7 @@ from ._native import (
     list,
     put,
     stat,
+    writer,
 )
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "Loader",
     "Object",
     "S3Error",
+    "Writer",
     "backends",
     "delete",
     "exists",
@@ -44,5 +47,6 @@ __all__ = [
     "list",
     "put",
     "stat",
+    "writer",
 ]
 __version__ = "0.1.0"

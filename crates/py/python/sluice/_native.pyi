@@ -28,6 +28,21 @@ class Object:
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes: ...
     def __buffer__(self, flags: int) -> memoryview: ...
+    def to_bytes(self) -> bytes: ...
+    def memoryview(self) -> memoryview: ...
+
+class Writer:
+    """A streaming upload (``Client.writer``): parts upload while you write; nothing is
+    visible before ``close``; ``abort`` leaves nothing behind."""
+
+    @property
+    def uri(self) -> str: ...
+    @property
+    def bytes_written(self) -> int: ...
+    def write(self, data: Any) -> int: ...
+    def close(self) -> Dict[str, Any]:
+        """{"uri", "total_bytes", "parts", "etag"}"""
+    def abort(self) -> None: ...
 
 class Client:
     """A client from the standard AWS environment; arguments override it."""
@@ -39,6 +54,8 @@ class Client:
         region: Optional[str] = None,
         ca_bundle: Optional[Union[str, PathLike]] = None,
         max_attempts: Optional[int] = None,
+        connect_timeout: Optional[float] = None,
+        first_byte_timeout: Optional[float] = None,
     ) -> None: ...
     @property
     def backend(self) -> str: ...
@@ -50,6 +67,13 @@ class Client:
     def exists(self, uri: str) -> bool: ...
     def put(self, uri: str, data: Any) -> Optional[str]: ...
     def delete(self, uri: str) -> None: ...
+    def writer(
+        self,
+        uri: str,
+        part_size: Optional[int] = None,
+        max_in_flight: Optional[int] = None,
+        abort_on_drop: bool = True,
+    ) -> Writer: ...
 
 class Dataset:
     @staticmethod
@@ -134,6 +158,10 @@ class TestServer:
 def pattern(key: str, length: int) -> bytes: ...
 def write_npz(arrays: Sequence[Tuple[str, str, Sequence[int], bytes]]) -> bytes:
     """An .npz as numpy.savez writes it, of (name, dtype descr, shape, C-order content)."""
+def random_npz(shape: Sequence[int], descr: str, itemsize: int, num_samples: int) -> bytes:
+    """An .npz with ``x`` of ``shape`` incompressible bytes and ``y`` int64 zeros."""
+def set_runtime_threads(threads: int) -> bool:
+    """I/O threads of this process; True if set before the runtime started."""
 def get(uri: str) -> Object: ...
 def get_range(uri: str, offset: int, length: Optional[int] = None) -> Object: ...
 def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Object]: ...
@@ -142,3 +170,33 @@ def stat(uri: str) -> Dict[str, Any]: ...
 def exists(uri: str) -> bool: ...
 def put(uri: str, data: Any) -> Optional[str]: ...
 def delete(uri: str) -> None: ...
+def writer(
+    uri: str,
+    part_size: Optional[int] = None,
+    max_in_flight: Optional[int] = None,
+    abort_on_drop: bool = True,
+) -> Writer: ...
+def parquet_row_groups(
+    uri: str, footer_cap: int = 4194304, client: Optional[Client] = None
+) -> List[Tuple[int, List[Tuple[int, int]]]]:
+    """Every row group: (rows, [(offset, length) of each leaf column chunk])."""
+def parquet_get_rg(
+    uri: str,
+    rg_idx: int,
+    col_indices: Optional[Sequence[int]] = None,
+    footer_cap: int = 4194304,
+    decode: str = "arrow",
+    client: Optional[Client] = None,
+) -> Object:
+    """One row group as an Arrow IPC stream ("arrow") or its raw column-chunk bytes."""
+def parquet_cache_invalidate(uri: str) -> None: ...
+def parquet_cache_clear() -> None: ...
+def parquet_cache_len() -> int: ...
+def parquet_write_random(
+    uri: str,
+    columns: Sequence[Tuple[str, int]],
+    rows_per_rg: int,
+    num_row_groups: int,
+    client: Optional[Client] = None,
+) -> None:
+    """A parquet file of random float32 columns, uploaded row group by row group."""

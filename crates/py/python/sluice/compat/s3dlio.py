@@ -1,30 +1,45 @@
-"""The s3dlio calls the MLPerf Storage benchmark (DLIO) makes, on sluice.
+"""The s3dlio API that the MLPerf Storage benchmark (DLIO) and mlpstorage use, on sluice.
 
     from sluice.compat import s3dlio
     it = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), {"prefetch": 4}).items()
     while batch := it.collect_batch(7):
         total += sum(len(b) for b in batch)
 
-To run an unmodified program that does ``import s3dlio``, start it through the opt-in alias
-(nothing is installed under the name ``s3dlio``)::
+To run an unmodified program that does ``import s3dlio`` — in every process it starts — use
+the alias (nothing is installed under the name ``s3dlio``)::
 
-    python -m sluice.compat.alias train.py --args ...
     python -m sluice.compat.alias -m dlio_benchmark.main workload=unet3d ...
+    sluice-dlio workload=unet3d ...
 
-Environment: the S3DLIO_* variables with a meaning here are honoured unless the matching
-SLUICE_* variable is set — S3DLIO_RT_THREADS (runtime threads), S3DLIO_MAX_RETRIES (retries
-after the first attempt), S3DLIO_TIMEOUT_SECS (first-byte timeout),
-S3DLIO_ENABLE_RANGE_OPTIMIZATION (0 disables ranged GETs of large objects),
-S3DLIO_CONCURRENT_THRESHOLD (bytes from which objects are read as parallel ranges) and
-S3DLIO_CHUNK_SIZE (bytes per range).
+Behaviour follows s3dlio 0.9.106 where programs depend on it: ``get_many`` returns
+``(uri, data)`` pairs in input order; ``list`` splits the URI at its last ``/`` into a prefix
+and a regular expression searched in the rest of each key, and ``pattern`` is searched in
+each URI relative to ``uri``; ``exists`` is False on any error; ``stat`` has s3dlio's 16 keys;
+every error is a ``RuntimeError`` (the classes below also keep their Python meaning, so
+``except FileNotFoundError`` works too). Schemes: ``s3://``, ``file://``, ``direct://``.
+
+Configuration is read when the first call is made (DLIO sets variables after importing):
+AWS_ENDPOINT_URL (s3dlio's variable; before AWS_ENDPOINT_URL_S3), S3DLIO_MAX_RETRY_ATTEMPTS
+(attempts in total), S3DLIO_CONNECT_TIMEOUT_SECS, S3DLIO_OPERATION_TIMEOUT_SECS (bounds the
+wait for a response), S3DLIO_RT_THREADS (I/O threads; only before the first call of the
+process), S3DLIO_RANGE_THRESHOLD_MB (objects this large are read as parallel ranges),
+S3DLIO_ENABLE_RANGE_OPTIMIZATION (0/false/no/off/disable(d) turn that off), S3DLIO_CHUNK_SIZE
+(bytes per range), S3DLIO_PUT_VERIFY (check an object's size after a put).
 """
 
 from __future__ import annotations
 
+import bisect
+import fnmatch
+import functools
+import math
 import os
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import sluice
 from sluice import _native
@@ -33,6 +48,20 @@ __all__ = [
     "PyDataset",
     "PyBytesAsyncDataLoader",
     "MultipartUploadWriter",
+    "PyWriterOptions",
+    "PyObjectWriter",
+    "create_s3_writer",
+    "create_filesystem_writer",
+    "create_direct_filesystem_writer",
+    "create_azure_writer",
+    "configure_tokio_threads",
+    "PyParquetIndex",
+    "parquet_get_rg",
+    "parquet_rg_row_offsets",
+    "parquet_cache_invalidate",
+    "parquet_cache_clear",
+    "parquet_cache_len",
+    "generate_and_write_parquet_schema_streaming",
     "get",
     "get_range",
     "get_many",
@@ -40,57 +69,340 @@ __all__ = [
     "stat",
     "exists",
     "put_bytes",
+    "delete",
     "generate_npz_bytes",
+    "ObjectNotFoundError",
+    "AccessDeniedError",
+    "RequestTimeoutError",
+    "InvalidArgumentError",
+    "StorageError",
+    "LocalIOError",
 ]
 
 _builtin_list = list
+_T = TypeVar("_T")
+
+# --- errors: s3dlio raises RuntimeError for everything, and DLIO's retry loops catch
+# RuntimeError; these keep the specific meaning as well. Module-level classes, so they pickle
+# (DataLoader workers send their exceptions to the main process).
 
 
-def _apply_env() -> None:
-    """Maps S3DLIO_* settings onto sluice's own variables (which win when both are set)."""
-    env = os.environ
-    if "S3DLIO_RT_THREADS" in env:
-        env.setdefault("SLUICE_THREADS", env["S3DLIO_RT_THREADS"])
-    if "S3DLIO_MAX_RETRIES" in env:
+class ObjectNotFoundError(FileNotFoundError, RuntimeError):
+    """The object or file does not exist."""
+
+
+class AccessDeniedError(PermissionError, RuntimeError):
+    """Credentials missing or refused."""
+
+
+class RequestTimeoutError(TimeoutError, RuntimeError):
+    """A network wait ran out."""
+
+
+class InvalidArgumentError(ValueError, RuntimeError):
+    """A URI, option or argument is not valid."""
+
+
+class StorageError(sluice.S3Error, RuntimeError):
+    """An S3 request failed (``status``, ``code``, ``request_id``, ``uri``)."""
+
+
+class LocalIOError(OSError, RuntimeError):
+    """A file system call failed (``errno`` set)."""
+
+
+# Most specific first.
+_ERROR_CLASSES = (
+    (FileNotFoundError, ObjectNotFoundError),
+    (PermissionError, AccessDeniedError),
+    (TimeoutError, RequestTimeoutError),
+    (sluice.S3Error, StorageError),
+    (OSError, LocalIOError),
+    (ValueError, InvalidArgumentError),
+)
+
+
+def _as_runtime_error(e: Exception) -> Exception:
+    if isinstance(e, RuntimeError):
+        return e
+    for base, cls in _ERROR_CLASSES:
+        if isinstance(e, base):
+            new = cls(*e.args)
+            new.__dict__.update(getattr(e, "__dict__", {}))
+            return new
+    return e
+
+
+def _errors(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """Raises sluice's errors as the RuntimeError subclasses above."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
         try:
-            attempts = int(env["S3DLIO_MAX_RETRIES"]) + 1
-        except ValueError:
-            raise ValueError(
-                f"S3DLIO_MAX_RETRIES={env['S3DLIO_MAX_RETRIES']!r} is not an integer"
-            ) from None
-        env.setdefault("SLUICE_MAX_ATTEMPTS", str(attempts))
-    if "S3DLIO_TIMEOUT_SECS" in env:
-        env.setdefault("SLUICE_FIRST_BYTE_TIMEOUT", env["S3DLIO_TIMEOUT_SECS"])
+            return fn(*args, **kwargs)
+        except Exception as e:
+            new = _as_runtime_error(e)
+            if new is e:
+                raise
+            raise new.with_traceback(e.__traceback__) from None
+
+    return wrapper
 
 
-_apply_env()
+# --- configuration, read at first use in each process
 
 
-def _env_bytes(name: str) -> Optional[int]:
+def _env(name: str) -> Optional[str]:
     v = os.environ.get(name)
-    if v is None or v.strip() == "":
+    return v.strip() if v is not None and v.strip() != "" else None
+
+
+def _env_number(name: str, kind: Callable[[str], Any], minimum: float) -> Any:
+    v = _env(name)
+    if v is None:
         return None
     try:
-        n = int(v)
+        n = kind(v)
     except ValueError:
-        raise ValueError(f"{name}={v!r} is not a number of bytes") from None
-    if n <= 0:
-        raise ValueError(f"{name}={v!r} must be positive")
+        raise InvalidArgumentError(f"{name}={v!r} is not a number") from None
+    if n < minimum:
+        raise InvalidArgumentError(f"{name}={v!r} must be at least {minimum}")
     return n
+
+
+_OFF = {"0", "false", "no", "off", "disable", "disabled"}
+_ON = {"1", "true", "yes", "on", "enable", "enabled"}
+
+_clients: Dict[int, sluice.Client] = {}
+_clients_lock = threading.Lock()
+
+
+def _client() -> sluice.Client:
+    """This process's client, made from the environment on first use (and after a fork)."""
+    pid = os.getpid()
+    c = _clients.get(pid)
+    if c is not None:
+        return c
+    with _clients_lock:
+        c = _clients.get(pid)
+        if c is None:
+            c = _make_client()
+            _clients.clear()
+            _clients[pid] = c
+    return c
+
+
+def _make_client() -> sluice.Client:
+    threads = _env_number("S3DLIO_RT_THREADS", int, 1)
+    if threads is not None:
+        _native.set_runtime_threads(threads)
+    kwargs: Dict[str, Any] = {
+        # s3dlio reads AWS_ENDPOINT_URL; sluice alone would prefer AWS_ENDPOINT_URL_S3. DLIO
+        # sets both from one setting, so this only matters when they differ.
+        "endpoint": _env("AWS_ENDPOINT_URL"),
+        "max_attempts": _env_number("S3DLIO_MAX_RETRY_ATTEMPTS", int, 1),
+        "connect_timeout": _env_number("S3DLIO_CONNECT_TIMEOUT_SECS", float, 0.001),
+        "first_byte_timeout": _env_number("S3DLIO_OPERATION_TIMEOUT_SECS", float, 0.001),
+    }
+    return sluice.Client(**{k: v for k, v in kwargs.items() if v is not None})
 
 
 def _range_options() -> dict:
     opts: dict = {}
-    if os.environ.get("S3DLIO_ENABLE_RANGE_OPTIMIZATION", "").strip() == "0":
+    flag = _env("S3DLIO_ENABLE_RANGE_OPTIMIZATION")
+    if flag is not None and flag.lower() in _OFF:
         opts["range_threshold"] = 2**64 - 1  # RangePlanner::NEVER: never split
     else:
-        t = _env_bytes("S3DLIO_CONCURRENT_THRESHOLD")
-        if t is not None:
-            opts["range_threshold"] = t
-    c = _env_bytes("S3DLIO_CHUNK_SIZE")
-    if c is not None:
-        opts["chunk_size"] = c
+        mb = _env_number("S3DLIO_RANGE_THRESHOLD_MB", int, 1)
+        if mb is not None:
+            opts["range_threshold"] = mb * 1024 * 1024
+    chunk = _env_number("S3DLIO_CHUNK_SIZE", int, 1)
+    if chunk is not None:
+        opts["chunk_size"] = chunk
     return opts
+
+
+@_errors
+def configure_tokio_threads(n: int = 0) -> None:
+    """Sets the I/O threads of this process before its first call; ``0``: the CPUs divided
+    by the ranks on this host (OMPI_COMM_WORLD_SIZE, PMI_SIZE or WORLD_SIZE)."""
+    if n < 0:
+        raise InvalidArgumentError(f"configure_tokio_threads: n={n} must not be negative")
+    if n == 0:
+        world = 1
+        for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"):
+            w = _env_number(name, int, 1)
+            if w is not None:
+                world = w
+                break
+        n = max(1, (os.cpu_count() or 1) // world)
+    _native.set_runtime_threads(n)
+
+
+# --- objects
+
+
+@_errors
+def get(uri: str) -> sluice.Object:
+    """The whole object, as a read-only buffer (``len``, ``bytes()``, ``memoryview()``)."""
+    return _client().get(uri)
+
+
+@_errors
+def get_range(uri: str, offset: int, length: Optional[int] = None) -> sluice.Object:
+    """``length`` bytes from ``offset``; to the end when ``length`` is None or 0 (as s3dlio)."""
+    return _client().get_range(uri, offset, length or None)
+
+
+@_errors
+def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Tuple[str, sluice.Object]]:
+    """``(uri, data)`` for every URI, in input order, ``max_in_flight`` at a time."""
+    uris = _builtin_list(uris)
+    return _builtin_list(zip(uris, _client().get_many(uris, max_in_flight)))
+
+
+def _truthy(name: str) -> bool:
+    v = _env(name)
+    return v is not None and v.lower() in _ON
+
+
+@_errors
+def put_bytes(uri: str, data: Any) -> None:
+    """Uploads a bytes-like object (multipart when large). With S3DLIO_PUT_VERIFY on, the
+    stored size is checked afterwards."""
+    client = _client()
+    client.put(uri, data)
+    if _truthy("S3DLIO_PUT_VERIFY"):
+        want = memoryview(data).nbytes
+        got = client.stat(uri)["size"]
+        if got != want:
+            raise StorageError(f"{uri}: stored {got} bytes after a put of {want} (S3DLIO_PUT_VERIFY)")
+
+
+def _split_prefix(uri: str) -> Tuple[str, str]:
+    """s3dlio's listing rule: up to the last ``/`` is the prefix; the rest is a regular
+    expression searched in each key below it. A local path naming a directory (or an S3 URI
+    of a bare bucket) is that whole directory."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise InvalidArgumentError(f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path")
+    if scheme == "s3" and "/" not in rest:
+        return uri + "/", ""
+    if scheme in ("file", "direct") and not rest.endswith("/") and os.path.isdir(rest):
+        return uri + "/", ""
+    cut = uri.rfind("/") + 1
+    return uri[:cut], uri[cut:]
+
+
+def _regex(text: str, what: str) -> "re.Pattern[str]":
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise InvalidArgumentError(f"{what} {text!r} is not a valid regular expression: {e}") from None
+
+
+@_errors
+def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> List[str]:  # noqa: A001
+    """Full URIs under ``uri``, sorted. Without ``recursive``, sub-prefixes come as URIs
+    ending in ``/``. The part of ``uri`` after its last ``/`` and ``pattern`` are regular
+    expressions, searched in each key relative to the prefix and to ``uri`` respectively."""
+    base, tail = _split_prefix(uri)
+    entries = _client().list(base, recursive)
+    if tail:
+        rx = _regex(tail, "the last part of the URI")
+        entries = [e for e in entries if e.endswith("/") or rx.search(e[len(base):])]
+    if pattern is not None:
+        prx = _regex(pattern, "pattern")
+        root = uri if uri.endswith("/") else uri + "/"
+        entries = [e for e in entries if prx.search(e[len(root):] if e.startswith(root) else e)]
+    return sorted(entries)
+
+
+@_errors
+def delete(uri: str, recursive: bool = False) -> None:
+    """Deletes the object; with ``recursive``, a URI ending in ``/`` or a glob (``*``, ``?``
+    in the last part), every object it matches. Missing objects are not an error."""
+    client = _client()
+    last = uri[uri.rfind("/") + 1 :]
+    if not (recursive or uri.endswith("/") or "*" in last or "?" in last):
+        client.delete(uri)
+        return
+    base = uri[: uri.rfind("/") + 1]
+    matches = fnmatch.fnmatchcase if ("*" in last or "?" in last) else None
+    for u in client.list(base if matches else uri, True):
+        if u.endswith("/"):
+            continue
+        rel = u[len(base):]
+        # A glob matches within its directory, as in a shell: `*` does not cross `/`.
+        if matches is None or ("/" not in rel and matches(rel, last)):
+            client.delete(u)
+
+
+_STAT_KEYS = (
+    "content_type",
+    "content_language",
+    "content_encoding",
+    "cache_control",
+    "content_disposition",
+    "expires",
+    "storage_class",
+    "server_side_encryption",
+    "ssekms_key_id",
+    "sse_customer_algorithm",
+    "version_id",
+    "replication_status",
+)
+
+
+@_errors
+def stat(uri: str) -> dict:
+    """s3dlio's 16 keys: size, last_modified (RFC 3339, UTC), etag, the header fields sluice
+    does not track (None) and metadata ({})."""
+    d = _client().stat(uri)
+    lm = d.get("last_modified")
+    out: Dict[str, Any] = {
+        "size": d["size"],
+        "last_modified": None
+        if lm is None
+        else datetime.fromtimestamp(lm, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "etag": d.get("etag"),
+    }
+    out.update({k: None for k in _STAT_KEYS})
+    if not uri.startswith("s3://"):
+        out["storage_class"] = "STANDARD"
+    out["metadata"] = {}
+    return out
+
+
+def exists(uri: str) -> bool:
+    """Whether the object can be stat'ed: False on any error, as in s3dlio."""
+    try:
+        _client().stat(uri)
+        return True
+    except Exception:
+        return False
+
+
+@_errors
+def generate_npz_bytes(shape: Sequence[int], dtype: str = "<f4", num_samples: int = 1) -> bytes:
+    """A valid .npz as s3dlio generates it: ``x`` of exactly ``shape`` (DLIO passes the
+    sample count inside it), incompressible pseudo-random bytes, the same on every call;
+    ``y``, ``num_samples`` int64 zeros."""
+    dims = _builtin_list(shape)
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape {dims!r} must be non-negative integers")
+    if num_samples < 0:
+        raise InvalidArgumentError(f"num_samples must not be negative, got {num_samples}")
+    m = re.fullmatch(r"([<>|=]?)([biufc])(\d+)", dtype)
+    if m is None:
+        raise InvalidArgumentError(f"dtype {dtype!r} is not a numpy type string such as '<f4' or '|u1'")
+    order, kind, size = m.groups()
+    itemsize = int(size)
+    descr = ("|" if itemsize == 1 else (order if order in "<>" and order else "<")) + kind + size
+    return _native.random_npz(dims, descr, itemsize, num_samples)
+
+
+# --- datasets and loaders
 
 
 class PyDataset:
@@ -101,12 +413,17 @@ class PyDataset:
         self._opts = dict(opts or {})
 
     @classmethod
+    @_errors
     def from_uris(cls, uris: Iterable[str], opts: Optional[Mapping[str, Any]] = None) -> "PyDataset":
         return cls(sluice.Dataset.from_uris(_builtin_list(uris)), opts)
 
     @classmethod
+    @_errors
     def from_prefix(cls, uri: str, opts: Optional[Mapping[str, Any]] = None) -> "PyDataset":
-        return cls(sluice.Dataset.from_prefix(uri), opts)
+        return cls(sluice.Dataset.from_prefix(uri, client=_client()), opts)
+
+    def keys(self) -> List[str]:
+        return self._dataset.uris
 
     def __len__(self) -> int:
         return len(self._dataset)
@@ -121,8 +438,10 @@ _LOADER_KEYS = {
     "epoch": "epoch",
     "rank": "rank",
     "world_size": "world_size",
+    "shard_rank": "rank",
+    "shard_world_size": "world_size",
     "worker_id": "worker_id",
-    "num_workers": "num_workers",
+    "num_workers_pytorch": "num_workers",
     "max_in_flight": "max_requests",
     "range_threshold": "range_threshold",
     "chunk_size": "chunk_size",
@@ -130,8 +449,8 @@ _LOADER_KEYS = {
 
 
 class _Items:
-    """What ``PyBytesAsyncDataLoader.items()`` returns: an iterator of objects that can
-    also hand out batches."""
+    """What ``PyBytesAsyncDataLoader.items()`` returns: an iterator of objects (``.uri``,
+    ``len()``, buffer protocol) that can also hand out batches."""
 
     def __init__(self, loader: sluice.Loader):
         self._loader = loader
@@ -139,9 +458,11 @@ class _Items:
     def __iter__(self) -> "_Items":
         return self
 
+    @_errors
     def __next__(self) -> sluice.Object:
         return next(self._loader)
 
+    @_errors
     def collect_batch(self, n: int) -> List[sluice.Object]:
         """Up to ``n`` objects; ``[]`` once everything was delivered."""
         return self._loader.collect_batch(n)
@@ -152,150 +473,363 @@ class _Items:
 
 class PyBytesAsyncDataLoader:
     """Reads a PyDataset with ``prefetch`` objects in flight. ``opts`` keys: prefetch,
-    skip_head, shuffle, seed, rank, world_size, ...; unknown keys are tolerated."""
+    skip_head, shuffle, seed, shard_rank, shard_world_size, ...; unknown keys are tolerated."""
 
     def __init__(self, dataset: PyDataset, opts: Optional[Mapping[str, Any]] = None):
         if not isinstance(dataset, PyDataset):
             raise TypeError(f"expected a PyDataset, got {type(dataset).__name__}")
         merged = {**dataset._opts, **(opts or {})}
-        kwargs = _range_options()
-        for key, value in merged.items():
-            if key in _LOADER_KEYS and value is not None:
-                kwargs[_LOADER_KEYS[key]] = value
         self._dataset = dataset
-        self._kwargs = kwargs
+        self._kwargs = {k: v for k, v in merged.items() if k in _LOADER_KEYS and v is not None}
 
+    @_errors
     def items(self) -> _Items:
         """A fresh pass over the dataset."""
-        return _Items(sluice.Loader(self._dataset._dataset, **self._kwargs))
+        kwargs = _range_options()
+        for key, value in self._kwargs.items():
+            kwargs[_LOADER_KEYS[key]] = value
+        if kwargs.get("prefetch") == 0:
+            kwargs["prefetch"] = 1  # s3dlio: 0 means one at a time
+        return _Items(sluice.Loader(self._dataset._dataset, client=_client(), **kwargs))
 
     def __iter__(self) -> Iterator[sluice.Object]:
         return iter(self.items())
 
 
-def get(uri: str) -> sluice.Object:
-    return sluice.get(uri)
+# --- writers
 
-
-def get_range(uri: str, offset: int, length: Optional[int] = None) -> sluice.Object:
-    return sluice.get_range(uri, offset, length)
-
-
-def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[sluice.Object]:
-    return sluice.get_many(_builtin_list(uris), max_in_flight)
-
-
-def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> List[str]:  # noqa: A001
-    """Full URIs under ``uri``; ``pattern`` is a regular expression searched in each URI."""
-    uris = sluice.list(uri, recursive)
-    if pattern is None:
-        return uris
-    rx = re.compile(pattern)
-    return [u for u in uris if rx.search(u)]
-
-
-def stat(uri: str) -> dict:
-    """{"size", "etag", "last_modified" (ISO 8601, UTC), "uri"}."""
-    d = sluice.stat(uri)
-    lm = d.get("last_modified")
-    if lm is not None:
-        d["last_modified"] = datetime.fromtimestamp(lm, tz=timezone.utc).isoformat()
-    return d
-
-
-def exists(uri: str) -> bool:
-    return sluice.exists(uri)
-
-
-def put_bytes(uri: str, data: Any) -> None:
-    sluice.put(uri, data)
+_MIB = 1024 * 1024
 
 
 class MultipartUploadWriter:
-    """Streams writes into one object. The parts are kept in memory until ``close``, which
-    uploads them (as a multipart upload when large); ``abort`` discards them. Nothing is
-    visible in the store before ``close`` returns."""
+    """Streams one object: parts of ``part_size`` bytes (default 16 MiB) upload while you
+    write, ``max_in_flight`` at a time (default max(32, 512 MiB / part_size)), so memory stays
+    within about ``part_size × max_in_flight`` whatever the object's size. ``close()`` makes
+    the object visible and returns {"etag", "total_bytes", "parts", "started_at",
+    "completed_at"}; ``abort()`` (also on an exception in a ``with`` block, and when dropped
+    unfinished with ``abort_on_drop``) leaves nothing behind. Safe to use from several
+    threads, one writer per object."""
 
-    def __init__(self, uri: str, client: Optional[sluice.Client] = None):
+    def __init__(
+        self,
+        bucket: str,
+        key: str,
+        part_size: Optional[int] = None,
+        max_in_flight: Optional[int] = None,
+        content_type: Optional[str] = None,
+        abort_on_drop: Optional[bool] = None,
+    ):
+        self._init(f"s3://{bucket}/{key}", part_size, max_in_flight, abort_on_drop)
+
+    @_errors
+    def _init(self, uri: str, part_size: Optional[int], max_in_flight: Optional[int], abort_on_drop: Optional[bool]) -> None:
+        part_size = 16 * _MIB if part_size is None else part_size
+        if max_in_flight is None:
+            max_in_flight = max(32, math.ceil(512 * _MIB / max(part_size, 1)))
         self._uri = uri
-        self._client = client
-        self._parts: List[bytes] = []
-        self._size = 0
-        self._state = "open"
+        self._writer = _client().writer(
+            uri,
+            part_size=part_size,
+            max_in_flight=max_in_flight,
+            abort_on_drop=True if abort_on_drop is None else bool(abort_on_drop),
+        )
+        self._reserved: Optional[bytearray] = None
+        self._started_at = time.time()
+        self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
-    def from_uri(cls, uri: str, **_options: Any) -> "MultipartUploadWriter":
-        """``part_size``, ``max_in_flight`` and other s3dlio options are accepted; sizes come
-        from SLUICE_MULTIPART_PART_SIZE."""
-        sluice.Dataset.from_uris([uri])  # validates the URI now, not at close
-        return cls(uri)
+    def from_uri(
+        cls,
+        uri: str,
+        part_size: Optional[int] = None,
+        max_in_flight: Optional[int] = None,
+        content_type: Optional[str] = None,
+        abort_on_drop: Optional[bool] = None,
+    ) -> "MultipartUploadWriter":
+        self = cls.__new__(cls)
+        self._init(uri, part_size, max_in_flight, abort_on_drop)
+        return self
 
-    def _check_open(self) -> None:
-        if self._state != "open":
-            raise ValueError(f"{self._uri}: writer is {self._state}")
-
+    @_errors
     def write(self, data: Any) -> int:
-        self._check_open()
-        b = bytes(data)
-        self._parts.append(b)
-        self._size += len(b)
-        return len(b)
+        """Appends a bytes-like object; returns its length."""
+        with self._lock:
+            return self._writer.write(data)
 
-    @property
-    def bytes_written(self) -> int:
-        return self._size
+    def reserve(self, size: int) -> memoryview:
+        """A writable buffer of ``size`` bytes to fill; ``commit(n)`` then writes its first n."""
+        if self._reserved is not None:
+            raise RuntimeError("reserve() called while a previous buffer is pending; commit() it first")
+        self._reserved = bytearray(size)
+        return memoryview(self._reserved)
 
+    def commit(self, nbytes: int) -> None:
+        if self._reserved is None:
+            raise RuntimeError("no pending buffer; call reserve() first")
+        if nbytes > len(self._reserved):
+            raise ValueError(f"commit({nbytes}) is more than the {len(self._reserved)} bytes reserved")
+        buf, self._reserved = self._reserved, None
+        self.write(memoryview(buf)[:nbytes])
+
+    def flush(self) -> None:
+        """Parts are sent as they fill; the rest is sent by ``close``. Nothing to do."""
+
+    @_errors
     def close(self) -> dict:
-        self._check_open()
-        body = b"".join(self._parts)
-        self._parts = []
-        client = self._client or sluice
-        etag = client.put(self._uri, body)
-        self._state = "closed"
-        return {"uri": self._uri, "size": len(body), "etag": etag}
+        with self._lock:
+            info = self._writer.close()
+            self._closed = True
+        out = {
+            "total_bytes": info["total_bytes"],
+            "parts": info["parts"],
+            "started_at": self._started_at,
+            "completed_at": time.time(),
+        }
+        if info.get("etag") is not None:
+            out["etag"] = info["etag"]
+        return out
 
     def abort(self) -> None:
-        self._parts = []
-        self._state = "aborted"
+        """Discards the upload; harmless after close or a failed close."""
+        try:
+            self._writer.abort()
+        except Exception:
+            pass
 
     def __enter__(self) -> "MultipartUploadWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if self._state != "open":
-            return
-        if exc_type is None:
-            self.close()
-        else:
+        if exc_type is not None:
             self.abort()
+        elif not self._closed:
+            self.close()
 
 
-_DTYPE_SIZES = {"b1": 1, "i1": 1, "u1": 1, "i2": 2, "u2": 2, "f2": 2, "i4": 4, "u4": 4, "f4": 4, "i8": 8, "u8": 8, "f8": 8}
+class PyWriterOptions:
+    """Options of ``create_*_writer``: a buffer size (accepted; sluice streams at its own
+    part size) and compression (only "none": sluice does not compress objects)."""
+
+    def __init__(self) -> None:
+        self.buffer_size: Optional[int] = None
+
+    def with_buffer_size(self, size: int) -> "PyWriterOptions":
+        if size <= 0:
+            raise InvalidArgumentError(f"buffer size must be positive, got {size}")
+        self.buffer_size = size
+        return self
+
+    def with_compression(self, compression_type: str, level: Optional[int] = None) -> "PyWriterOptions":
+        if compression_type.lower() != "none":
+            raise InvalidArgumentError(f"compression {compression_type!r} is not supported by sluice (only 'none')")
+        return self
 
 
-def _array(name: str, shape: Sequence[int], dtype: str, fill: int) -> tuple:
-    """(name, descr, shape, content) of one array with deterministic non-zero content."""
-    code = dtype.lstrip("<>|=")
-    if code not in _DTYPE_SIZES:
-        raise ValueError(f"dtype {dtype!r} is not one of {sorted(_DTYPE_SIZES)}")
-    if any((not isinstance(d, int)) or d < 0 for d in shape):
-        raise ValueError(f"shape {tuple(shape)!r} must be non-negative integers")
-    descr = dtype if dtype[0] in "<>|" else "<" + dtype
-    if _DTYPE_SIZES[code] == 1:
-        descr = "|" + code
-    n = _DTYPE_SIZES[code]
-    for d in shape:
-        n *= d
-    body = bytes((fill + i) & 0xFF for i in range(min(n, 4096)))
-    body = (body * (n // max(len(body), 1) + 1))[:n] if n else b""
-    return (name, descr, _builtin_list(shape), body)
+class PyObjectWriter:
+    """A streaming writer from ``create_*_writer``: ``write_chunk`` as often as needed, then
+    ``finalize()`` → (bytes_written, compressed_bytes)."""
+
+    def __init__(self, uri: str):
+        self._uri = uri
+        self._writer = _client().writer(uri)
+        self._final: Optional[int] = None
+        self._lock = threading.Lock()
+
+    @_errors
+    def write_chunk(self, data: Any) -> None:
+        with self._lock:
+            if self._final is not None:
+                raise RuntimeError(f"{self._uri}: writer already finalized")
+            self._writer.write(data)
+
+    write_owned_bytes = write_chunk
+
+    @_errors
+    def finalize(self) -> Tuple[int, int]:
+        with self._lock:
+            if self._final is not None:
+                raise RuntimeError("Writer already finalized")
+            info = self._writer.close()
+            self._final = info["total_bytes"]
+        return (self._final, self._final)
+
+    def bytes_written(self) -> int:
+        return self._final if self._final is not None else self._writer.bytes_written
+
+    def compressed_bytes(self) -> int:
+        return self.bytes_written()
+
+    def abort(self) -> None:
+        self._writer.abort()
 
 
-def generate_npz_bytes(shape: Sequence[int], dtype: str = "<f4", num_samples: int = 1) -> bytes:
-    """A valid .npz (as ``numpy.savez``) holding ``x`` of shape (num_samples, *shape) and
-    ``y``, one int64 label per sample, like DLIO's generated records."""
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be at least 1, got {num_samples}")
-    return _native.write_npz(
-        [_array("x", [num_samples, *shape], dtype, 1), _array("y", [num_samples], "<i8", 0)]
-    )
+def _writer_for(uri: str, schemes: Tuple[str, ...], what: str) -> PyObjectWriter:
+    if not uri.startswith(schemes):
+        raise InvalidArgumentError(f"{what} needs a {' or '.join(schemes)} URI, got {uri!r}")
+    return PyObjectWriter(uri)
+
+
+@_errors
+def create_s3_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
+    return _writer_for(uri, ("s3://",), "create_s3_writer")
+
+
+@_errors
+def create_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
+    return _writer_for(uri, ("file://",), "create_filesystem_writer")
+
+
+@_errors
+def create_direct_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
+    return _writer_for(uri, ("direct://",), "create_direct_filesystem_writer")
+
+
+def create_azure_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
+    raise InvalidArgumentError(f"{uri!r}: Azure is not supported by sluice (s3://, file://, direct:// are)")
+
+
+# --- parquet (DLIO's dlrm workload)
+
+_FOOTER_CAP = 4 * _MIB
+
+
+@_errors
+def parquet_get_rg(
+    uri: str,
+    rg_idx: int,
+    col_indices: Optional[Sequence[int]] = None,
+    footer_cap: int = _FOOTER_CAP,
+    decode: str = "arrow",
+) -> sluice.Object:
+    """Row group ``rg_idx`` (its ``col_indices`` leaf columns, or all): an Arrow IPC stream
+    with ``decode="arrow"``, else the raw bytes of its column chunks."""
+    cols = None if col_indices is None else _builtin_list(col_indices)
+    return _native.parquet_get_rg(uri, rg_idx, cols, footer_cap, decode, client=_client())
+
+
+@_errors
+def parquet_rg_row_offsets(uri: str) -> List[int]:
+    """[0, rows of group 0, + rows of group 1, ..., total rows]."""
+    out = [0]
+    for rows, _ in _native.parquet_row_groups(uri, _FOOTER_CAP, client=_client()):
+        out.append(out[-1] + rows)
+    return out
+
+
+def parquet_cache_invalidate(uri: str) -> None:
+    _native.parquet_cache_invalidate(uri)
+
+
+def parquet_cache_clear() -> None:
+    _native.parquet_cache_clear()
+
+
+def parquet_cache_len() -> int:
+    return _native.parquet_cache_len()
+
+
+@_errors
+def generate_and_write_parquet_schema_streaming(
+    uri: str, columns: Sequence[Tuple[str, int]], rows_per_rg: int, num_row_groups: int
+) -> None:
+    """A parquet file of float32 columns (``(name, 1)`` scalar, ``(name, n)`` a list of n)
+    with random values, uploaded row group by row group."""
+    _native.parquet_write_random(uri, [(str(n), int(w)) for n, w in columns], rows_per_rg, num_row_groups, client=_client())
+
+
+class PyParquetIndex:
+    """Row groups of parquet files: which one holds a sample, where its bytes are, and which
+    were fetched in an epoch. Footers are read with ranged GETs, ``batch_size`` at a time."""
+
+    def __init__(self, col_indices: Optional[Sequence[int]] = None, footer_cap: int = _FOOTER_CAP):
+        self._cols = None if col_indices is None else _builtin_list(col_indices)
+        self._footer_cap = footer_cap
+        self._files: Dict[str, Tuple[List[int], List[Tuple[int, int]]]] = {}
+        self._fetched: set = set()
+        self._lock = threading.Lock()
+
+    def _index_one(self, uri: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+        groups = _native.parquet_row_groups(uri, self._footer_cap, client=_client())
+        starts, ranges = [0], []
+        for rows, chunks in groups:
+            picked = chunks if self._cols is None else [chunks[i] for i in self._cols if i < len(chunks)]
+            lo = min((o for o, _ in picked), default=0)
+            hi = max((o + n for o, n in picked), default=0)
+            ranges.append((lo, hi - lo))
+            starts.append(starts[-1] + rows)
+        return starts, ranges
+
+    @_errors
+    def ensure_indexed(self, uris: Sequence[str], epoch: int = 1, batch_size: int = 16) -> None:
+        todo = [u for u in dict.fromkeys(uris) if u not in self._files]
+        if not todo:
+            return
+        with ThreadPoolExecutor(max_workers=max(1, min(batch_size, len(todo)))) as pool:
+            for uri, entry in zip(todo, pool.map(self._index_one, todo)):
+                with self._lock:
+                    self._files[uri] = entry
+
+    def _entry(self, uri: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+        try:
+            return self._files[uri]
+        except KeyError:
+            raise RuntimeError(f"{uri}: not indexed; call ensure_indexed first") from None
+
+    def rg_for_sample(self, uri: str, sample_idx: int) -> int:
+        starts, _ = self._entry(uri)
+        if not 0 <= sample_idx < starts[-1]:
+            raise RuntimeError(f"{uri}: sample {sample_idx} out of range ({starts[-1]} rows)")
+        return bisect.bisect_right(starts, sample_idx) - 1
+
+    def rg_range(self, uri: str, rg_idx: int) -> Tuple[int, int]:
+        _, ranges = self._entry(uri)
+        if not 0 <= rg_idx < len(ranges):
+            raise RuntimeError(f"rg_idx {rg_idx} out of range for '{uri}' ({len(ranges)} row groups)")
+        return ranges[rg_idx]
+
+    def rg_lookup(self, uri: str, sample_idx: int) -> Tuple[int, int, int]:
+        rg = self.rg_for_sample(uri, sample_idx)
+        return (rg, *self.rg_range(uri, rg))
+
+    def was_fetched(self, uri: str, rg_idx: int, epoch: int) -> bool:
+        return (uri, rg_idx, epoch) in self._fetched
+
+    def mark_fetched(self, uri: str, rg_idx: int, epoch: int) -> None:
+        with self._lock:
+            self._fetched.add((uri, rg_idx, epoch))
+
+    def check_and_mark(self, uri: str, rg_idx: int, epoch: int) -> bool:
+        """True when it was already fetched in this epoch; marks it either way."""
+        with self._lock:
+            key = (uri, rg_idx, epoch)
+            seen = key in self._fetched
+            self._fetched.add(key)
+            return seen
+
+    def is_indexed(self, uri: str) -> bool:
+        return uri in self._files
+
+    def file_rg_count(self, uri: str) -> Optional[int]:
+        entry = self._files.get(uri)
+        return None if entry is None else len(entry[1])
+
+    def __len__(self) -> int:
+        return sum(len(r) for _, r in self._files.values())
+
+    def file_count(self) -> int:
+        return len(self._files)
+
+    def invalidate_uri(self, uri: str) -> None:
+        with self._lock:
+            self._files.pop(uri, None)
+            self._fetched = {k for k in self._fetched if k[0] != uri}
+        _native.parquet_cache_invalidate(uri)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+            self._fetched.clear()
+
+    def __repr__(self) -> str:
+        return f"PyParquetIndex(files={self.file_count()}, rgs={len(self)}, col_indices={self._cols}, footer_cap={self._footer_cap})"

@@ -1,0 +1,59 @@
+//! Listing by directory walk, with S3's semantics: keys that start with the prefix, in byte
+//! order; without `recursive`, directories below the prefix's level become common prefixes.
+
+use crate::{TMP_MARKER, object_meta};
+use sluice_core::{Error, ListEntry, ObjectUri, Result};
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+
+pub fn walk(prefix: &ObjectUri, recursive: bool) -> Result<Vec<ListEntry>> {
+    let key = prefix.key();
+    let io = |op: &'static str| move |e| Error::io(prefix.to_string(), op, e);
+    // The walk starts at the directory the prefix names or ends in.
+    let root = key.rfind('/').map_or("", |i| &key[..=i]).to_owned();
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(if dir.is_empty() { "." } else { &dir }) {
+            // A prefix that matches nothing lists nothing, as on S3.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => continue,
+            r => r.map_err(io("read directory"))?,
+        };
+        for entry in entries {
+            let entry = entry.map_err(io("read directory"))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue; // not UTF-8: not representable as a key
+            };
+            if name.contains(TMP_MARKER) {
+                continue;
+            }
+            let child = format!("{dir}{name}");
+            // Follows symbolic links (datasets are often links into other mounts).
+            let meta = match std::fs::metadata(entry.path()) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // gone, or a dangling link
+                r => r.map_err(io("stat"))?,
+            };
+            if meta.is_dir() {
+                let sub = child + "/";
+                if !sub.starts_with(key) {
+                    continue;
+                }
+                if !recursive {
+                    out.push(ListEntry::Prefix(prefix.with_key(sub)));
+                } else if seen.insert((meta.dev(), meta.ino())) {
+                    // Each directory once: a link back up the tree cannot loop the walk.
+                    dirs.push(sub);
+                }
+            } else if child.starts_with(key) {
+                out.push(ListEntry::Object(object_meta(
+                    prefix.with_key(child),
+                    &meta,
+                )));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.uri().key().cmp(b.uri().key()));
+    Ok(out)
+}

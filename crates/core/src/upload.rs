@@ -1,0 +1,104 @@
+//! Streaming uploads: an `ObjectWriter` takes bytes as they are produced (a checkpoint being
+//! serialised) and sends them on in parts, so memory stays bounded by
+//! `part_size × (max_in_flight + 1)` whatever the object's size. S3 stores implement it
+//! with `multipart::MultipartWriter`; the file system store with a temporary file.
+
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// S3's smallest part (every part but the last).
+pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+/// S3's largest part.
+pub const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
+/// S3's limit on parts in one upload.
+pub const MAX_PARTS: u32 = 10_000;
+
+/// How a streaming upload cuts and sends its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Bytes per part (the last may be shorter): 5 MiB to 5 GiB.
+    pub part_size: u64,
+    /// Parts uploading at once; a write waits while this many are in flight.
+    pub max_in_flight: usize,
+    /// Abort the upload (delete its parts) when the writer is dropped unfinished — a
+    /// Ctrl-C, an exception in the producer. Off keeps the parts for a later resume.
+    pub abort_on_drop: bool,
+}
+
+impl WriteOptions {
+    /// The part size of `cfg` (SLUICE_MULTIPART_PART_SIZE), the usual part concurrency.
+    pub fn from_config(cfg: &StoreConfig) -> Self {
+        Self {
+            part_size: cfg.multipart_part_size,
+            max_in_flight: crate::multipart::PART_CONCURRENCY,
+            abort_on_drop: true,
+        }
+    }
+
+    /// Checks the sizes against S3's limits, naming the option at fault.
+    pub fn validate(&self) -> Result<()> {
+        if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&self.part_size) {
+            return Err(Error::config(
+                "part_size",
+                format!(
+                    "{} bytes is outside S3's part size limits ({MIN_PART_SIZE} to {MAX_PART_SIZE})",
+                    self.part_size
+                ),
+            ));
+        }
+        if self.max_in_flight == 0 {
+            return Err(Error::config("max_in_flight", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// What a finished upload wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteInfo {
+    pub total_bytes: u64,
+    /// Parts uploaded (1 for an object sent in one request).
+    pub parts: u32,
+    pub etag: Option<String>,
+}
+
+/// An object being written. Nothing is visible under its URI before `finish` returns; after
+/// an error or `abort` nothing is left behind.
+#[async_trait]
+pub trait ObjectWriter: Send + Sync + std::fmt::Debug {
+    /// Appends `data`; waits while the parts in flight are at their limit.
+    async fn write(&mut self, data: Bytes) -> Result<()>;
+    /// Sends what remains and makes the object visible.
+    async fn finish(&mut self) -> Result<WriteInfo>;
+    /// Discards everything written.
+    async fn abort(&mut self) -> Result<()>;
+    /// Bytes accepted by `write` so far.
+    fn bytes_written(&self) -> u64;
+}
+
+/// Where a writer is in its life; every call after the first three checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterState {
+    Open,
+    Finished,
+    Aborted,
+    Failed,
+}
+
+impl WriterState {
+    /// `Ok` while open; otherwise an error naming the URI and the state.
+    pub fn check_open(self, uri: &str) -> Result<()> {
+        match self {
+            WriterState::Open => Ok(()),
+            s => Err(Error::config(
+                format!("writer for {uri}"),
+                format!(
+                    "is {} and takes no more calls",
+                    format!("{s:?}").to_lowercase()
+                ),
+            )),
+        }
+    }
+}

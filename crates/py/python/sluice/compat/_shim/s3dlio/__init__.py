@@ -1,0 +1,14 @@
+"""``s3dlio`` served by sluice.
+
+This directory is put first on ``sys.path`` and ``PYTHONPATH`` by ``python -m
+sluice.compat.alias`` (and ``sluice-dlio``), so that ``import s3dlio`` in that process and in
+every process it starts — mpirun ranks, DataLoader workers (fork, spawn, forkserver),
+checkpoint writers, subprocesses — gets :mod:`sluice.compat.s3dlio` rather than the real
+package, even where that is installed.
+"""
+
+import sys
+
+from sluice.compat import s3dlio as _impl
+
+sys.modules[__name__] = _impl

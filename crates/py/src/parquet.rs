@@ -1,0 +1,401 @@
+//! The parquet calls of s3dlio that DLIO's dlrm workload makes: a file's footer read with
+//! ranged GETs (cached per process), one row group fetched as a single ranged GET over the
+//! chunks of the selected columns and decoded to an Arrow IPC stream, and a parquet file of
+//! random float columns written row group by row group through a streaming upload (memory:
+//! about one row group, whatever the file's size).
+
+use crate::client::{Client, block, default_client, parse_uri};
+use crate::errors::value_error;
+use crate::object::Object;
+use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, RecordBatchReader};
+use arrow_schema::{DataType, Field, Schema};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::async_writer::{AsyncArrowWriter, AsyncFileWriter};
+use parquet::basic::Compression;
+use parquet::errors::ParquetError;
+use parquet::file::FOOTER_SIZE;
+use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::{ChunkReader, Length};
+use pyo3::prelude::*;
+use sluice_core::{
+    ByteRange, Error, ObjectStore, ObjectUri, ObjectWriter, Result, WriteOptions, pattern,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// A file's size and metadata.
+type Footer = (u64, Arc<ParquetMetaData>);
+
+/// Footers read in this process, by URI (s3dlio caches them the same way).
+static FOOTERS: LazyLock<Mutex<HashMap<String, Footer>>> = LazyLock::new(Default::default);
+
+fn footers() -> std::sync::MutexGuard<'static, HashMap<String, Footer>> {
+    FOOTERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn not_parquet(uri: &ObjectUri, what: impl std::fmt::Display) -> Error {
+    Error::integrity(
+        uri.to_string(),
+        format!("not a readable parquet file: {what}"),
+    )
+}
+
+/// The file's size and metadata: one ranged GET of the last `cap` bytes, a second only when
+/// the metadata is larger than that.
+async fn footer(store: &dyn ObjectStore, uri: &ObjectUri, cap: u64) -> Result<Footer> {
+    if let Some(f) = footers().get(&uri.to_string()) {
+        return Ok(f.clone());
+    }
+    let size = store.head(uri).await?.size;
+    let footer = FOOTER_SIZE as u64;
+    if size < footer + 4 {
+        return Err(not_parquet(uri, format!("{size} bytes is too short")));
+    }
+    let tail_len = cap.clamp(footer, size);
+    let tail = store
+        .get(uri, Some(ByteRange::new(size - tail_len, size)?))
+        .await?;
+    let end: [u8; FOOTER_SIZE] = tail[tail.len() - FOOTER_SIZE..]
+        .try_into()
+        .map_err(|_| not_parquet(uri, "short footer"))?;
+    let ft = FooterTail::try_new(&end).map_err(|e| not_parquet(uri, e))?;
+    let needed = ft.metadata_length() as u64 + footer;
+    if needed > size {
+        return Err(not_parquet(
+            uri,
+            format!("metadata of {needed} bytes in a {size}-byte file"),
+        ));
+    }
+    let meta: Bytes = if needed <= tail_len {
+        tail.slice(tail.len() - needed as usize..tail.len() - FOOTER_SIZE)
+    } else {
+        store
+            .get(uri, Some(ByteRange::new(size - needed, size - footer)?))
+            .await?
+    };
+    let md =
+        Arc::new(ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| not_parquet(uri, e))?);
+    footers().insert(uri.to_string(), (size, md.clone()));
+    Ok((size, md))
+}
+
+/// The store and upload options of `client`, or of the default client.
+fn store_of(
+    py: Python<'_>,
+    client: Option<&Client>,
+) -> PyResult<(Arc<dyn ObjectStore>, WriteOptions)> {
+    match client {
+        Some(c) => Ok((c.store()?, c.write_options())),
+        None => {
+            let c = default_client(py)?;
+            Ok((c.get().store()?, c.get().write_options()))
+        }
+    }
+}
+
+/// The leaf columns to read: `cols`, checked against the file, or all of them.
+fn columns(uri: &ObjectUri, md: &ParquetMetaData, cols: Option<Vec<usize>>) -> Result<Vec<usize>> {
+    let n = md.file_metadata().schema_descr().num_columns();
+    match cols {
+        None => Ok((0..n).collect()),
+        Some(c) => match c.iter().find(|&&i| i >= n) {
+            Some(bad) => Err(Error::config(
+                "col_indices",
+                format!("column {bad} does not exist in {uri} ({n} columns)"),
+            )),
+            None => Ok(c),
+        },
+    }
+}
+
+/// The bytes `start..end` of a file that hold the column chunks of one row group.
+fn extent(md: &ParquetMetaData, rg: usize, cols: &[usize]) -> (u64, u64) {
+    let group = md.row_group(rg);
+    cols.iter()
+        .map(|&c| {
+            let (start, len) = group.column(c).byte_range();
+            (start, start + len)
+        })
+        .fold((u64::MAX, 0), |(s, e), (cs, ce)| (s.min(cs), e.max(ce)))
+}
+
+/// Every row group of the file: (rows, [(offset, length) of each leaf column chunk]).
+#[pyfunction]
+#[pyo3(signature = (uri, footer_cap=4194304, client=None))]
+pub fn parquet_row_groups(
+    py: Python<'_>,
+    uri: &str,
+    footer_cap: u64,
+    client: Option<&Client>,
+) -> PyResult<Vec<(i64, Vec<(u64, u64)>)>> {
+    let (store, _) = store_of(py, client)?;
+    let u = parse_uri(uri)?;
+    let (_, md) = block(
+        py,
+        async move { footer(store.as_ref(), &u, footer_cap).await },
+    )?;
+    Ok(md
+        .row_groups()
+        .iter()
+        .map(|g| {
+            (
+                g.num_rows(),
+                g.columns().iter().map(|c| c.byte_range()).collect(),
+            )
+        })
+        .collect())
+}
+
+/// Row group `rg_idx` of the file, restricted to the leaf columns `col_indices` (all when
+/// None): decoded and re-encoded as an Arrow IPC stream with `decode="arrow"`, else the
+/// raw bytes of its column chunks. One ranged GET for the data.
+#[pyfunction]
+#[pyo3(signature = (uri, rg_idx, col_indices=None, footer_cap=4194304, decode="arrow", client=None))]
+pub fn parquet_get_rg(
+    py: Python<'_>,
+    uri: &str,
+    rg_idx: usize,
+    col_indices: Option<Vec<usize>>,
+    footer_cap: u64,
+    decode: &str,
+    client: Option<&Client>,
+) -> PyResult<Object> {
+    let (store, _) = store_of(py, client)?;
+    let u = parse_uri(uri)?;
+    let arrow = decode.eq_ignore_ascii_case("arrow");
+    let data = block(py, async move {
+        let (size, md) = footer(store.as_ref(), &u, footer_cap).await?;
+        let groups = md.num_row_groups();
+        if rg_idx >= groups {
+            return Err(Error::config(
+                "rg_idx",
+                format!("{rg_idx} out of range for '{u}' ({groups} row groups)"),
+            ));
+        }
+        let cols = columns(&u, &md, col_indices)?;
+        let (start, end) = extent(&md, rg_idx, &cols);
+        if start >= end {
+            return Ok(Bytes::new());
+        }
+        let chunk = store.get(&u, Some(ByteRange::new(start, end)?)).await?;
+        if !arrow {
+            return Ok(chunk);
+        }
+        let reader = Extent {
+            start,
+            data: chunk,
+            file_len: size,
+        };
+        tokio::task::spawn_blocking(move || to_arrow_ipc(reader, md, rg_idx, cols))
+            .await
+            .map_err(|e| Error::integrity(u.to_string(), format!("decode task failed: {e}")))?
+            .map_err(|e| not_parquet(&u, e))
+    })?;
+    Ok(Object::new(uri.to_owned(), data))
+}
+
+/// The fetched bytes of one row group, seen by the parquet reader as the whole file.
+struct Extent {
+    start: u64,
+    data: Bytes,
+    file_len: u64,
+}
+
+impl Length for Extent {
+    fn len(&self) -> u64 {
+        self.file_len
+    }
+}
+
+impl ChunkReader for Extent {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let len = (self.start + self.data.len() as u64).saturating_sub(start) as usize;
+        Ok(bytes::Buf::reader(self.get_bytes(start, len)?))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let from = start.checked_sub(self.start).map(|o| o as usize);
+        match from {
+            Some(from) if from + length <= self.data.len() => {
+                Ok(self.data.slice(from..from + length))
+            }
+            _ => Err(ParquetError::General(format!(
+                "bytes {start}..{} lie outside the fetched row group",
+                start + length as u64
+            ))),
+        }
+    }
+}
+
+fn to_arrow_ipc(
+    reader: Extent,
+    md: Arc<ParquetMetaData>,
+    rg: usize,
+    cols: Vec<usize>,
+) -> std::result::Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
+    let rows = usize::try_from(md.row_group(rg).num_rows())
+        .unwrap_or(0)
+        .max(1);
+    let mask = ProjectionMask::leaves(md.file_metadata().schema_descr(), cols);
+    let meta = ArrowReaderMetadata::try_new(md, ArrowReaderOptions::new())?;
+    let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, meta)
+        .with_row_groups(vec![rg])
+        .with_projection(mask)
+        .with_batch_size(rows)
+        .build()?;
+    let schema = batches.schema();
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema)?;
+    for b in batches {
+        w.write(&b?)?;
+    }
+    w.finish()?;
+    drop(w);
+    Ok(Bytes::from(out))
+}
+
+/// Forgets the cached footer of `uri` (after the file was rewritten).
+#[pyfunction]
+pub fn parquet_cache_invalidate(uri: &str) {
+    footers().remove(uri);
+}
+
+#[pyfunction]
+pub fn parquet_cache_clear() {
+    footers().clear();
+}
+
+#[pyfunction]
+pub fn parquet_cache_len() -> usize {
+    footers().len()
+}
+
+/// Our streaming upload as the parquet writer's sink.
+struct Sink(Box<dyn ObjectWriter>);
+
+impl AsyncFileWriter for Sink {
+    fn write(&mut self, bs: Bytes) -> BoxFuture<'_, parquet::errors::Result<()>> {
+        Box::pin(async move {
+            self.0
+                .write(bs)
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn complete(&mut self) -> BoxFuture<'_, parquet::errors::Result<()>> {
+        Box::pin(async move {
+            self.0
+                .finish()
+                .await
+                .map(drop)
+                .map_err(|e| ParquetError::External(Box::new(e)))
+        })
+    }
+}
+
+/// A parquet file of float32 columns (`(name, 1)`: a scalar; `(name, n)`: a fixed-size list
+/// of n), `rows_per_rg` rows in each of `num_row_groups` row groups of incompressible
+/// values, uncompressed and without statistics or dictionaries (as s3dlio writes them),
+/// uploaded one row group at a time.
+#[pyfunction]
+#[pyo3(signature = (uri, columns, rows_per_rg, num_row_groups, client=None))]
+pub fn parquet_write_random(
+    py: Python<'_>,
+    uri: &str,
+    columns: Vec<(String, usize)>,
+    rows_per_rg: usize,
+    num_row_groups: usize,
+    client: Option<&Client>,
+) -> PyResult<()> {
+    if columns.is_empty() || columns.iter().any(|(_, n)| *n == 0) {
+        return Err(value_error(
+            "columns",
+            "need at least one column, each of width 1 or more",
+        ));
+    }
+    if rows_per_rg == 0 {
+        return Err(value_error("rows_per_rg", "must be at least 1"));
+    }
+    let (store, mut opts) = store_of(py, client)?;
+    let u = parse_uri(uri)?;
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, n)| match n {
+            1 => Field::new(name, DataType::Float32, false),
+            n => Field::new(
+                name,
+                DataType::FixedSizeList(
+                    Arc::new(Field::new("element", DataType::Float32, false)),
+                    *n as i32,
+                ),
+                false,
+            ),
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    block(py, async move {
+        let fail =
+            |e: ParquetError| Error::integrity(u.to_string(), format!("writing parquet: {e}"));
+        // Two parts in flight: about one row group in memory, as s3dlio's streaming writer.
+        opts.max_in_flight = 2;
+        let sink = Sink(store.writer(&u, opts).await?);
+        let props = WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_dictionary_enabled(false)
+            .set_max_row_group_row_count(Some(rows_per_rg))
+            .build();
+        let mut w = AsyncArrowWriter::try_new(sink, schema.clone(), Some(props)).map_err(fail)?;
+        for rg in 0..num_row_groups {
+            let arrays: Vec<ArrayRef> = columns
+                .iter()
+                .zip(schema.fields())
+                .map(|((name, n), field)| {
+                    random_column(&format!("{u}/{rg}/{name}"), rows_per_rg, *n, field)
+                })
+                .collect::<Result<_>>()?;
+            let batch = RecordBatch::try_new(schema.clone(), arrays)
+                .map_err(|e| Error::integrity(u.to_string(), e.to_string()))?;
+            w.write(&batch).await.map_err(fail)?;
+            w.flush().await.map_err(fail)?;
+        }
+        w.close().await.map_err(fail)?;
+        Ok(())
+    })
+}
+
+fn random_column(key: &str, rows: usize, width: usize, field: &Field) -> Result<ArrayRef> {
+    let mut raw = vec![0u8; rows * width * 4];
+    pattern::fill(key, 0, &mut raw);
+    let values: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let values = Float32Array::from(values);
+    Ok(match field.data_type() {
+        DataType::FixedSizeList(child, n) => Arc::new(
+            FixedSizeListArray::try_new(child.clone(), *n, Arc::new(values), None)
+                .map_err(|e| Error::integrity(key, e.to_string()))?,
+        ),
+        _ => Arc::new(values),
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parquet_row_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_get_rg, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_cache_invalidate, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_cache_len, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_write_random, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! `sluice.Writer`: a streaming upload from Python (checkpoints). Each `write` hands its bytes
+//! to the store's writer, which uploads parts while Python produces the next ones; memory
+//! stays within `part_size × (max_in_flight + 1)` plus the chunk being written.
+
+use crate::client::block;
+use crate::object::bytes_of;
+use crate::runtime::check_owner;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sluice_core::{ObjectWriter, WriteInfo};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+#[pyclass(frozen, module = "sluice", name = "Writer")]
+#[derive(Debug)]
+pub struct Writer {
+    uri: String,
+    inner: Arc<Mutex<Box<dyn ObjectWriter>>>,
+    owner: u32,
+}
+
+impl Writer {
+    pub fn new(uri: String, inner: Box<dyn ObjectWriter>) -> Self {
+        Self {
+            uri,
+            inner: Arc::new(Mutex::new(inner)),
+            owner: std::process::id(),
+        }
+    }
+
+    fn inner(&self) -> PyResult<Arc<Mutex<Box<dyn ObjectWriter>>>> {
+        check_owner(self.owner, "sluice.Writer")?;
+        Ok(self.inner.clone())
+    }
+}
+
+pub fn info_dict<'py>(
+    py: Python<'py>,
+    uri: &str,
+    info: &WriteInfo,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("uri", uri)?;
+    d.set_item("total_bytes", info.total_bytes)?;
+    d.set_item("parts", info.parts)?;
+    d.set_item("etag", info.etag.as_deref())?;
+    Ok(d)
+}
+
+#[pymethods]
+impl Writer {
+    /// Appends a bytes-like object; returns its length. Waits (without the GIL) while
+    /// `max_in_flight` parts are uploading.
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let inner = self.inner()?;
+        let payload = bytes_of(py, data)?;
+        let n = payload.len();
+        block(
+            py,
+            async move { inner.lock_owned().await.write(payload).await },
+        )?;
+        Ok(n)
+    }
+
+    /// Uploads what remains and makes the object visible: {"uri", "total_bytes", "parts", "etag"}.
+    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let inner = self.inner()?;
+        let info = block(py, async move { inner.lock_owned().await.finish().await })?;
+        info_dict(py, &self.uri, &info)
+    }
+
+    /// Discards everything written; nothing is left in the store.
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        let inner = self.inner()?;
+        block(py, async move { inner.lock_owned().await.abort().await })
+    }
+
+    /// Bytes accepted so far.
+    #[getter]
+    fn bytes_written(&self, py: Python<'_>) -> PyResult<u64> {
+        let inner = self.inner()?;
+        block(
+            py,
+            async move { Ok(inner.lock_owned().await.bytes_written()) },
+        )
+    }
+
+    #[getter]
+    fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<sluice.Writer {}>", self.uri)
+    }
+}
