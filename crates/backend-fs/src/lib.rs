@@ -235,8 +235,10 @@ fn temp_path(uri: &ObjectUri, path: &Path) -> Result<PathBuf> {
         std::fs::create_dir_all(d)
             .map_err(|e| Error::io(uri.to_string(), "create directory", e))?;
     }
+    // Part of the name only: the temporary one must stay within NAME_MAX (255 bytes).
+    let stem: String = name.chars().take(100).collect();
     let tmp_name = format!(
-        ".{name}{TMP_MARKER}{}.{:x}",
+        ".{stem}{TMP_MARKER}{}.{:x}",
         std::process::id(),
         fastrand::u64(..)
     );

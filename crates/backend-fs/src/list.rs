@@ -13,6 +13,9 @@ pub fn walk(prefix: &ObjectUri, recursive: bool) -> Result<Vec<ListEntry>> {
     let root = key.rfind('/').map_or("", |i| &key[..=i]).to_owned();
     let mut out = Vec::new();
     let mut seen = HashSet::new();
+    if let Ok(m) = std::fs::metadata(if root.is_empty() { "." } else { &root }) {
+        seen.insert((m.dev(), m.ino()));
+    }
     let mut dirs = vec![root];
     while let Some(dir) = dirs.pop() {
         let entries = match std::fs::read_dir(if dir.is_empty() { "." } else { &dir }) {
@@ -32,7 +35,9 @@ pub fn walk(prefix: &ObjectUri, recursive: bool) -> Result<Vec<ListEntry>> {
             let child = format!("{dir}{name}");
             // Follows symbolic links (datasets are often links into other mounts).
             let meta = match std::fs::metadata(entry.path()) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // gone, or a dangling link
+                // Gone since the directory was read, a dangling link, or a link loop.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => continue,
                 r => r.map_err(io("stat"))?,
             };
             if meta.is_dir() {

@@ -60,10 +60,10 @@ fn shrank(uri: &ObjectUri, at: u64) -> Error {
     )
 }
 
-/// `pread` that carries on after a signal interrupted it.
-fn read_at(uri: &ObjectUri, file: &File, buf: &mut [u8], pos: u64) -> Result<usize> {
+/// Retries `read` after a signal interrupted it.
+fn retrying(uri: &ObjectUri, mut read: impl FnMut() -> std::io::Result<usize>) -> Result<usize> {
     loop {
-        match file.read_at(buf, pos) {
+        match read() {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             r => return r.map_err(|e| Error::io(uri.to_string(), "read", e)),
         }
@@ -80,7 +80,7 @@ fn read_buffered(
     let mut pos = start;
     while pos < end {
         let want = usize::try_from(end - pos).unwrap_or(usize::MAX).min(CHUNK);
-        let n = seg.fill_with(want, |buf| read_at(uri, file, buf, pos))?;
+        let n = retrying(uri, || seg.read_at(file, pos, want))?;
         if n == 0 {
             return Err(shrank(uri, pos));
         }
@@ -106,15 +106,17 @@ fn read_direct(
         while pos < end {
             let want = (end - pos).div_ceil(align) * align;
             let want = usize::try_from(want).unwrap_or(usize::MAX).min(CHUNK);
-            let n = read_at(uri, file, &mut buf.as_mut_slice()[..want], pos)?;
+            let n = retrying(uri, || file.read_at(&mut buf.as_mut_slice()[..want], pos))?;
             let got_to = pos + n as u64;
             let (from, to) = (start.max(pos), end.min(got_to));
             if from < to {
                 seg.write(&buf.as_slice()[(from - pos) as usize..(to - pos) as usize])
                     .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
             }
-            // A short read is the end of the file; before `end`, the file shrank.
-            if got_to < end && n < want {
+            // No bytes, or an unaligned count (only the end of a file gives one), before
+            // `end`: the file shrank. An aligned short read (network file systems return
+            // them) just goes on from where it stopped.
+            if got_to < end && (n == 0 || n % ALIGN != 0) {
                 return Err(shrank(uri, got_to));
             }
             pos = got_to;

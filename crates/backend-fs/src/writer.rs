@@ -20,6 +20,9 @@ pub struct FsWriter {
     sync: bool,
     written: u64,
     state: WriterState,
+    /// A forked child drops its copy of the parent's writer: that must not delete the
+    /// parent's temporary file.
+    owner: u32,
 }
 
 impl FsWriter {
@@ -34,6 +37,7 @@ impl FsWriter {
             sync,
             written: 0,
             state: WriterState::Open,
+            owner: std::process::id(),
         })
     }
 
@@ -127,7 +131,7 @@ impl ObjectWriter for FsWriter {
 
 impl Drop for FsWriter {
     fn drop(&mut self) {
-        if self.state == WriterState::Open {
+        if self.state == WriterState::Open && self.owner == std::process::id() {
             self.discard();
         }
     }

@@ -25,7 +25,7 @@ use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::{
     ByteRange, CredentialsCache, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
-    ObjectWriter, PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
+    ObjectWriter, PutInfo, PutPayload, Result, RetryPolicy, Segment, StoreConfig, WriteOptions,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -180,6 +180,10 @@ impl GetAttempt for ObjectStoreBackend {
     }
 }
 
+/// object_store retries each request itself (with our policy, see `build`): core's loop
+/// around it would multiply the attempts.
+const OWN_RETRIES: RetryPolicy = RetryPolicy::none();
+
 /// object_store's low-level multipart calls, so uploads run through core's one multipart
 /// loop and streaming writer like every backend's.
 #[async_trait]
@@ -311,7 +315,7 @@ impl ObjectStore for ObjectStoreBackend {
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
         multipart::put(
             self,
-            &self.cfg.retry,
+            &OWN_RETRIES,
             uri,
             data.0,
             self.cfg.multipart_threshold,
@@ -324,7 +328,7 @@ impl ObjectStore for ObjectStoreBackend {
         let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
         Ok(Box::new(MultipartWriter::new(
             api,
-            self.cfg.retry,
+            OWN_RETRIES,
             uri.clone(),
             opts,
         )?))

@@ -51,6 +51,15 @@ pub async fn upload(
     part_size: u64,
 ) -> Result<PutInfo> {
     let part_size = usize::try_from(part_size.max(1)).unwrap_or(usize::MAX);
+    if data.len().div_ceil(part_size) > MAX_PARTS as usize {
+        return Err(Error::config(
+            "SLUICE_MULTIPART_PART_SIZE",
+            format!(
+                "{uri}: {} bytes in parts of {part_size} is more than S3's {MAX_PARTS} parts; use a larger part size",
+                data.len()
+            ),
+        ));
+    }
     let upload_id = retry(policy, || api.create_upload(uri)).await?;
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
@@ -136,6 +145,9 @@ pub struct MultipartWriter {
     state: WriterState,
     /// To abort from `Drop`, which may run outside the runtime (a Python finaliser).
     runtime: Option<tokio::runtime::Handle>,
+    /// A forked child drops its copy of the parent's writer: that must not abort the
+    /// parent's upload (nor touch the parent's runtime, which has no threads in the child).
+    owner: u32,
 }
 
 impl std::fmt::Debug for MultipartWriter {
@@ -171,6 +183,7 @@ impl MultipartWriter {
             written: 0,
             state: WriterState::Open,
             runtime: tokio::runtime::Handle::try_current().ok(),
+            owner: std::process::id(),
         })
     }
 
@@ -300,13 +313,19 @@ impl MultipartWriter {
 impl ObjectWriter for MultipartWriter {
     async fn write(&mut self, data: Bytes) -> Result<()> {
         self.state.check_open(&self.uri.to_string())?;
+        // Failed until this call completes: if its future is dropped half-way (Ctrl-C in
+        // Python), bytes may be missing, so the object must never be completed.
+        self.state = WriterState::Failed;
         self.written += data.len() as u64;
         let r = self.write_inner(data).await;
-        self.or_abort(r).await
+        self.or_abort(r).await?;
+        self.state = WriterState::Open;
+        Ok(())
     }
 
     async fn finish(&mut self) -> Result<WriteInfo> {
         self.state.check_open(&self.uri.to_string())?;
+        self.state = WriterState::Failed;
         let r = self.finish_inner().await;
         let info = self.or_abort(r).await?;
         self.state = WriterState::Finished;
@@ -335,7 +354,7 @@ impl Drop for MultipartWriter {
         let Some(id) = self.upload_id.take() else {
             return;
         };
-        if !self.opts.abort_on_drop {
+        if !self.opts.abort_on_drop || self.owner != std::process::id() {
             return;
         }
         let (api, uri) = (self.api.clone(), self.uri.clone());
@@ -597,6 +616,28 @@ mod tests {
         assert!(err.to_string().contains("InvalidArgument"), "{err}");
         assert!(*fake.aborted.lock().unwrap());
         assert!(fake.completed.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_write_cancelled_half_way_never_completes_the_object() {
+        let fake = Arc::new(Fake {
+            part_delay: Some(Duration::from_secs(5)),
+            ..Default::default()
+        });
+        let mut w = writer(&fake, 5 * MIB, 1);
+        w.write(Bytes::from(vec![1; 5 * MIB])).await.unwrap();
+        // The second part waits for the first's slot; cancel it there (as Ctrl-C does).
+        let cancelled = tokio::time::timeout(
+            Duration::from_millis(50),
+            w.write(Bytes::from(vec![2; 5 * MIB])),
+        )
+        .await;
+        assert!(cancelled.is_err(), "the write was still waiting");
+        let err = w.finish().await.unwrap_err();
+        assert!(err.to_string().contains("failed"), "{err}");
+        assert!(
+            fake.completed.lock().unwrap().is_empty() && fake.single.lock().unwrap().is_empty()
+        );
     }
 
     #[test]

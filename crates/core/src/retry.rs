@@ -33,10 +33,11 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// No retries at all.
-    pub fn none() -> Self {
+    pub const fn none() -> Self {
         Self {
             max_attempts: 1,
-            ..Self::default()
+            base_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(5),
         }
     }
 

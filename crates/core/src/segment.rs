@@ -131,21 +131,32 @@ impl Segment {
         self.buf.clear();
     }
 
-    /// Lets `fill` write up to `max` bytes straight into the segment (a file read needs no
-    /// intermediate buffer). The slice it gets is zeroed; it returns how many bytes it wrote.
-    /// A fixed segment never takes more than it has room for.
-    pub fn fill_with<E>(
+    /// Appends up to `max` bytes read from `file` at `offset` with one `pread`, straight
+    /// into the segment's memory: no intermediate buffer and no zero-filling first (on a
+    /// VM that zeroes at ~2 GB/s, a memset per read halved page-cache reads). A fixed
+    /// segment never takes more than it has room for. Returns the bytes read (0 at the end).
+    #[allow(unsafe_code)]
+    pub fn read_at(
         &mut self,
+        file: &std::fs::File,
+        offset: u64,
         max: usize,
-        fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
-    ) -> Result<usize, E> {
+    ) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
         let max = self.remaining().map_or(max, |r| r.min(max));
-        let old = self.buf.len();
-        self.buf.resize(old + max, 0);
-        let result = fill(&mut self.buf[old..]);
-        let n = result.as_ref().map_or(0, |n| (*n).min(max));
-        self.buf.truncate(old + n);
-        result.map(|_| n)
+        let offset = libc::off_t::try_from(offset).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "file offset out of range")
+        })?;
+        self.buf.reserve(max);
+        let spare = &mut self.buf.spare_capacity_mut()[..max];
+        // SAFETY: `spare` is `max` bytes of this buffer's allocation, exclusively borrowed;
+        // pread writes at most `max` bytes there and nowhere else.
+        let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), max, offset) };
+        let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+        // SAFETY: pread initialised the first `n` (<= `max`) bytes past the current length,
+        // which lie within the capacity reserved above.
+        unsafe { self.buf.set_len(self.buf.len() + n) };
+        Ok(n)
     }
 
     /// The bytes written so far.
@@ -230,24 +241,24 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn fill_with_writes_in_place_and_never_past_a_fixed_end() {
+    fn read_at_reads_in_place_and_never_past_a_fixed_end() {
+        let path = std::env::temp_dir().join(format!("sluice-segment-{}", std::process::id()));
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
         let mut s = Segment::exact(5);
-        let n = s
-            .fill_with(10, |b| {
-                assert_eq!(b.len(), 5, "offered only the room left");
-                b[..3].copy_from_slice(b"abc");
-                Ok::<_, ()>(3)
-            })
-            .unwrap();
-        assert_eq!((n, s.as_slice()), (3, &b"abc"[..]));
-        assert_eq!(s.fill_with(10, |_| Err::<usize, _>("boom")), Err("boom"));
-        assert_eq!(s.written(), 3, "a failed fill leaves nothing behind");
-        s.fill_with(2, |b| {
-            b.copy_from_slice(b"de");
-            Ok::<_, ()>(2)
-        })
-        .unwrap();
-        assert_eq!(s.freeze().unwrap(), &b"abcde"[..]);
+        assert_eq!(
+            s.read_at(&file, 2, 100).unwrap(),
+            5,
+            "offered only the room left"
+        );
+        assert_eq!(s.as_slice(), b"23456");
+        assert_eq!(s.read_at(&file, 0, 100).unwrap(), 0, "full");
+        let mut g = Segment::growable();
+        assert_eq!(g.read_at(&file, 7, 100).unwrap(), 3);
+        assert_eq!(g.read_at(&file, 10, 100).unwrap(), 0, "end of file");
+        assert_eq!(g.freeze().unwrap(), &b"789"[..]);
+        drop(file);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

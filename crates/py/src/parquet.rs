@@ -125,6 +125,9 @@ fn extent(md: &ParquetMetaData, rg: usize, cols: &[usize]) -> (u64, u64) {
         .fold((u64::MAX, 0), |(s, e), (cs, ce)| (s.min(cs), e.max(ce)))
 }
 
+/// One row group: its rows, and (offset, length) of each leaf column chunk.
+type RowGroupLayout = (i64, Vec<(u64, u64)>);
+
 /// Every row group of the file: (rows, [(offset, length) of each leaf column chunk]).
 #[pyfunction]
 #[pyo3(signature = (uri, footer_cap=4194304, client=None))]
@@ -133,7 +136,7 @@ pub fn parquet_row_groups(
     uri: &str,
     footer_cap: u64,
     client: Option<&Client>,
-) -> PyResult<Vec<(i64, Vec<(u64, u64)>)>> {
+) -> PyResult<Vec<RowGroupLayout>> {
     let (store, _) = store_of(py, client)?;
     let u = parse_uri(uri)?;
     let (_, md) = block(

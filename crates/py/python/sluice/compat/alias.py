@@ -46,6 +46,8 @@ def main(argv: list) -> None:
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv
+        # As `python SCRIPT` does: the script's directory is importable (after the shim).
+        sys.path.insert(1, os.path.dirname(os.path.abspath(argv[0])))
         runpy.run_path(argv[0], run_name="__main__")
 
 

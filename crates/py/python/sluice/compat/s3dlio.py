@@ -21,8 +21,8 @@ every error is a ``RuntimeError`` (the classes below also keep their Python mean
 Configuration is read when the first call is made (DLIO sets variables after importing):
 AWS_ENDPOINT_URL (s3dlio's variable; before AWS_ENDPOINT_URL_S3), S3DLIO_MAX_RETRY_ATTEMPTS
 (attempts in total), S3DLIO_CONNECT_TIMEOUT_SECS, S3DLIO_OPERATION_TIMEOUT_SECS (bounds the
-wait for a response), S3DLIO_RT_THREADS (I/O threads; only before the first call of the
-process), S3DLIO_RANGE_THRESHOLD_MB (objects this large are read as parallel ranges),
+wait for a response), S3DLIO_RT_THREADS (I/O threads, at least one per CPU; only before the
+first call of the process), S3DLIO_RANGE_THRESHOLD_MB (objects this large are read as parallel ranges),
 S3DLIO_ENABLE_RANGE_OPTIMIZATION (0/false/no/off/disable(d) turn that off), S3DLIO_CHUNK_SIZE
 (bytes per range), S3DLIO_PUT_VERIFY (check an object's size after a put).
 """
@@ -54,6 +54,7 @@ __all__ = [
     "create_filesystem_writer",
     "create_direct_filesystem_writer",
     "create_azure_writer",
+    "create_multi_endpoint_store",
     "configure_tokio_threads",
     "PyParquetIndex",
     "parquet_get_rg",
@@ -173,8 +174,18 @@ def _env_number(name: str, kind: Callable[[str], Any], minimum: float) -> Any:
 _OFF = {"0", "false", "no", "off", "disable", "disabled"}
 _ON = {"1", "true", "yes", "on", "enable", "enabled"}
 
+# By process id: a forked child makes its own client and keeps the parent's untouched (the
+# native side leaks an inherited client rather than tear it down without its threads).
 _clients: Dict[int, sluice.Client] = {}
 _clients_lock = threading.Lock()
+
+
+def _reset_lock_in_child() -> None:
+    global _clients_lock
+    _clients_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
 def _client() -> sluice.Client:
@@ -186,16 +197,17 @@ def _client() -> sluice.Client:
     with _clients_lock:
         c = _clients.get(pid)
         if c is None:
-            c = _make_client()
-            _clients.clear()
-            _clients[pid] = c
+            c = _clients[pid] = _make_client()
     return c
 
 
 def _make_client() -> sluice.Client:
     threads = _env_number("S3DLIO_RT_THREADS", int, 1)
     if threads is not None:
-        _native.set_runtime_threads(threads)
+        # It can add threads, never take them below one per CPU: s3dlio's loaders run on a
+        # runtime of their own with a thread per CPU whatever it says, and DLIO exports 1 to
+        # its DataLoader workers in training runs.
+        _native.set_runtime_threads(max(threads, os.cpu_count() or 1))
     kwargs: Dict[str, Any] = {
         # s3dlio reads AWS_ENDPOINT_URL; sluice alone would prefer AWS_ENDPOINT_URL_S3. DLIO
         # sets both from one setting, so this only matters when they differ.
@@ -327,6 +339,12 @@ def delete(uri: str, recursive: bool = False) -> None:
     if not (recursive or uri.endswith("/") or "*" in last or "?" in last):
         client.delete(uri)
         return
+    if recursive and not uri.endswith("/") and "*" not in last and "?" not in last:
+        # A "directory" named without its slash: it and what is below it, not its siblings
+        # that share the prefix (p2/ for p).
+        client.delete(uri)
+        uri += "/"
+        last = ""
     base = uri[: uri.rfind("/") + 1]
     matches = fnmatch.fnmatchcase if ("*" in last or "?" in last) else None
     for u in client.list(base if matches else uri, True):
@@ -683,6 +701,14 @@ def create_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None
 @_errors
 def create_direct_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
     return _writer_for(uri, ("direct://",), "create_direct_filesystem_writer")
+
+
+def create_multi_endpoint_store(uris: Sequence[str], strategy: Optional[str] = None) -> Any:
+    """Not available yet: sluice reaches one endpoint per process (AWS_ENDPOINT_URL)."""
+    raise InvalidArgumentError(
+        f"create_multi_endpoint_store({_builtin_list(uris)!r}): several endpoints per process are not supported by "
+        "sluice yet; give each rank one endpoint (AWS_ENDPOINT_URL, or DLIO's S3_ENDPOINT_URIS with rank % n)"
+    )
 
 
 def create_azure_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
