@@ -55,7 +55,7 @@ impl StoreArgs {
             cfg.set_endpoint("--endpoint", e)?;
         }
         if let Some(r) = &self.region {
-            cfg.region = r.clone();
+            cfg.set_region("--region", r)?;
         }
         if let Some(c) = &self.ca_bundle {
             cfg.ca_bundle = Some(c.clone());

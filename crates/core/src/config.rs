@@ -183,6 +183,7 @@ impl StoreConfig {
             }
         };
 
+        check_region("AWS_REGION", &region)?;
         let mut cfg = Self::new(endpoint, region, credentials);
         cfg.ca_bundle = get("AWS_CA_BUNDLE").map(PathBuf::from);
         if let Some(b) = parse_opt(&get, "SLUICE_PATH_STYLE", parse_bool)? {
@@ -237,6 +238,14 @@ impl StoreConfig {
 
     /// Points at `url`, given by `option` (a flag or argument name, for errors), with
     /// path-style addressing as for any custom endpoint.
+    /// Sets the region from `option` (a CLI flag, a Python argument), checked as
+    /// `check_region` does.
+    pub fn set_region(&mut self, option: &str, region: &str) -> Result<()> {
+        check_region(option, region)?;
+        self.region = region.to_owned();
+        Ok(())
+    }
+
     pub fn set_endpoint(&mut self, option: &str, url: &str) -> Result<()> {
         self.endpoint = Some(parse_endpoint(option, url)?);
         self.path_style = true;
@@ -287,8 +296,19 @@ fn profile_files(get: &dyn Fn(&str) -> Option<String>) -> EnvConfigFiles {
 }
 
 fn parse_endpoint(var: &str, v: &str) -> Result<Url> {
-    let url =
-        Url::parse(v.trim()).map_err(|e| Error::config(var, format!("{v:?} is not a URL: {e}")))?;
+    let mut url = Url::parse(v.trim())
+        .map_err(|e| Error::config(var, format!("{:?} is not a URL: {e}", redact_userinfo(v))))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        // Credentials in a URL end up in logs and process listings; S3 takes them signed.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        return Err(Error::config(
+            var,
+            format!(
+                "{url} must not carry a user name or password (give credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+            ),
+        ));
+    }
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(Error::config(
             var,
@@ -296,6 +316,35 @@ fn parse_endpoint(var: &str, v: &str) -> Result<Url> {
         ));
     }
     Ok(url)
+}
+
+/// `v` with anything between `://` and an `@` replaced, for messages about a URL that
+/// could not be parsed (it may still hold a password).
+fn redact_userinfo(v: &str) -> String {
+    match (v.find("://"), v.rfind('@')) {
+        (Some(i), Some(j)) if j > i + 3 => format!("{}://***@{}", &v[..i], &v[j + 1..]),
+        _ => v.to_owned(),
+    }
+}
+
+/// A region is part of the host name and of the signature: `[a-z0-9-]+`, nothing that could
+/// change the host a request goes to (`evil.com/`) or break a header (`us east`).
+pub fn check_region(option: &str, region: &str) -> Result<()> {
+    let ok = !region.is_empty()
+        && region.len() <= 64
+        && region
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::config(
+            option,
+            format!(
+                "{region:?} is not a region name (lowercase letters, digits and '-', such as us-east-1)"
+            ),
+        ))
+    }
 }
 
 fn parse_opt<T>(
@@ -395,6 +444,46 @@ mod tests {
                 .or_else(|| (k == "HOME").then(|| "/nonexistent-home".into()))
         };
         StoreConfig::from_env_source(&lookup).await
+    }
+
+    #[tokio::test]
+    async fn regions_and_endpoints_that_could_redirect_or_leak_are_refused() {
+        let creds = [("AWS_ACCESS_KEY_ID", "ak"), ("AWS_SECRET_ACCESS_KEY", "sk")];
+        for region in ["us east", "evil.com/", "US-EAST-1", "a\nb"] {
+            let err = resolve(&[creds[0], creds[1], ("AWS_REGION", region)])
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidConfig { .. }),
+                "{region:?}: {err}"
+            );
+            assert!(err.to_string().contains("AWS_REGION"), "{err}");
+        }
+        let mut cfg = resolve(&creds).await.unwrap();
+        assert!(cfg.set_region("--region", "evil.com/").is_err());
+        cfg.set_region("--region", "eu-central-1").unwrap();
+        assert_eq!(cfg.region, "eu-central-1");
+
+        let err = resolve(&[
+            creds[0],
+            creds[1],
+            ("AWS_ENDPOINT_URL", "http://user:hunter2@minio:9000"),
+        ])
+        .await
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("AWS_ENDPOINT_URL") && msg.contains("user name or password"),
+            "{msg}"
+        );
+        assert!(
+            !msg.contains("hunter2"),
+            "the password is not echoed: {msg}"
+        );
+        let err = cfg
+            .set_endpoint("--endpoint", "http://u:hunter2@[bad")
+            .unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 
     #[tokio::test]

@@ -11,6 +11,8 @@ use futures::{Future, StreamExt};
 pub struct ListPage {
     pub entries: Vec<ListEntry>,
     pub next_token: Option<String>,
+    /// What is being listed, for errors about the sequence of pages.
+    subject: String,
 }
 
 impl ListPage {
@@ -30,17 +32,20 @@ impl ListPage {
             (true, t) => Ok(Self {
                 entries,
                 next_token: t,
+                subject: subject.to_owned(),
             }),
             (false, _) => Ok(Self {
                 entries,
                 next_token: None,
+                subject: subject.to_owned(),
             }),
         }
     }
 }
 
 /// Streams every page's entries in order; `fetch(token)` makes one attempt at one page
-/// (`None`: the first) and is retried under `policy`. The first error ends the stream.
+/// (`None`: the first) and is retried under `policy`. The first error ends the stream. A
+/// continuation token handed out twice is an error: following it would loop for ever.
 pub fn paginate<'a, F, Fut>(policy: &'a RetryPolicy, fetch: F) -> BoxStream<'a, Result<ListEntry>>
 where
     F: Fn(Option<String>) -> Fut + Send + Sync + 'a,
@@ -48,15 +53,26 @@ where
 {
     let fetch = std::sync::Arc::new(fetch);
     // State: None = done; Some(token) = the next page to fetch (first page: Some(None)).
-    futures::stream::try_unfold(Some(None::<String>), move |state| {
+    let seen = std::collections::HashSet::<String>::new();
+    futures::stream::try_unfold((Some(None::<String>), seen), move |(state, mut seen)| {
         let fetch = fetch.clone();
         async move {
             let Some(token) = state else { return Ok(None) };
             let page = retry(policy, || fetch(token.clone())).await?;
+            if let Some(t) = &page.next_token
+                && !seen.insert(t.clone())
+            {
+                return Err(Error::integrity(
+                    page.subject,
+                    format!(
+                        "the listing repeated the continuation token {t:?}: it would never end"
+                    ),
+                ));
+            }
             let next = page.next_token.map(Some);
             Ok(Some((
                 futures::stream::iter(page.entries.into_iter().map(Ok)),
-                next,
+                (next, seen),
             )))
         }
     })
@@ -118,5 +134,18 @@ mod tests {
         assert_eq!(*calls.lock().unwrap(), [None, None, Some("t1".to_owned())]);
         let err = ListPage::new("s3://bkt/x", vec![], true, None).unwrap_err();
         assert!(err.to_string().contains("s3://bkt/x"), "{err}");
+
+        // A server that hands out the same token again would loop the listing for ever.
+        let pages = Mutex::new(0);
+        let out: Vec<Result<ListEntry>> = paginate(&policy, |_token: Option<String>| {
+            *pages.lock().unwrap() += 1;
+            async { ListPage::new("s3://bkt/loop/", vec![entry(0)], true, Some("same".into())) }
+        })
+        .collect()
+        .await;
+        assert_eq!(*pages.lock().unwrap(), 2, "stopped at the repeat");
+        let err = out.last().unwrap().as_ref().unwrap_err();
+        assert!(matches!(err, Error::Integrity { .. }), "{err}");
+        assert!(err.to_string().contains("s3://bkt/loop/"), "{err}");
     }
 }

@@ -6,7 +6,7 @@ use crate::error::{Error, Result, TimeoutPhase};
 use crate::range::ByteRange;
 use crate::retry::RetryPolicy;
 use crate::segment::Segment;
-use crate::store::GetInfo;
+use crate::store::{GetInfo, MAX_OBJECT_SIZE};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
@@ -33,8 +33,12 @@ pub struct ResponseHead {
 
 impl ResponseHead {
     /// The head of a GET response to `range`, from its Content-Length and Content-Range
-    /// (sent with a 206, absent from a 200). A reply that does not answer the range asked
-    /// for is an `Integrity` error: writing it at the requested offset would corrupt data.
+    /// (sent with a 206, absent from a 200), checked against what was asked: a reply that
+    /// does not answer exactly the range asked for (a different start, more or fewer bytes,
+    /// an end past the object's size, a part of the object for a whole-object request, a
+    /// length beyond any S3 object) is an `Integrity` error, since writing it at the
+    /// requested offset would corrupt data. A 200 without Content-Range is the whole object
+    /// and answers a range from 0 that covers it (servers may ignore Range, RFC 9110 §14.2).
     pub fn from_headers(
         uri: &ObjectUri,
         range: Option<ByteRange>,
@@ -42,34 +46,90 @@ impl ResponseHead {
         content_range: Option<&str>,
         etag: Option<String>,
     ) -> Result<Self> {
-        let answered_from = |start: u64| match content_range.map(parse_content_range) {
-            // No Content-Range: the whole object, acceptable when that is what was asked.
-            None if start == 0 && range.is_none_or(|r| r.end().is_none()) => {
-                Ok(Some(content_length))
+        let asked = range.map_or_else(|| "the whole object".to_owned(), |r| format!("bytes {r}"));
+        let bad =
+            |why: String| Error::integrity(uri.to_string(), format!("{why} (asked for {asked})"));
+        if content_length > MAX_OBJECT_SIZE {
+            return Err(bad(format!(
+                "Content-Length {content_length} is larger than any S3 object"
+            )));
+        }
+        let start = range.map_or(0, |r| r.start());
+        let wanted = range.and_then(|r| r.len());
+        let object_size = match content_range {
+            None => {
+                if start != 0 {
+                    return Err(bad(
+                        "a reply without Content-Range to a range that does not start at 0".into(),
+                    ));
+                }
+                if let Some(len) = wanted.filter(|len| content_length > *len) {
+                    return Err(bad(format!(
+                        "the whole object ({content_length} bytes) instead of the {len} bytes asked"
+                    )));
+                }
+                Some(content_length)
             }
-            Some(Some((s, total))) if s == start => Ok(total),
-            _ => Err(Error::integrity(
-                uri.to_string(),
-                format!(
-                    "Content-Range {content_range:?} does not answer the requested range {}",
-                    range.map_or_else(|| "(whole object)".to_owned(), |r| r.to_string())
-                ),
-            )),
+            Some(v) => {
+                let (s, e, total) = parse_content_range(v)
+                    .ok_or_else(|| bad(format!("unreadable Content-Range {v:?}")))?;
+                let span = (e - s).saturating_add(1);
+                if s != start {
+                    return Err(bad(format!("Content-Range {v:?} starts at {s}")));
+                }
+                if span != content_length {
+                    return Err(bad(format!(
+                        "Content-Range {v:?} is {span} bytes but Content-Length is {content_length}"
+                    )));
+                }
+                if total.is_some_and(|t| e >= t || t > MAX_OBJECT_SIZE) {
+                    return Err(bad(format!(
+                        "Content-Range {v:?} runs past the object's size"
+                    )));
+                }
+                // Exactly what was asked, or less where the object ends first.
+                let ends_object = total.is_some_and(|t| e.checked_add(1) == Some(t));
+                match wanted {
+                    Some(len) if span > len => {
+                        return Err(bad(format!(
+                            "Content-Range {v:?} is more than the {len} bytes asked"
+                        )));
+                    }
+                    Some(len) if span < len && !ends_object => {
+                        return Err(bad(format!(
+                            "Content-Range {v:?} is less than the {len} bytes asked"
+                        )));
+                    }
+                    None if !ends_object => {
+                        return Err(bad(format!(
+                            "Content-Range {v:?} stops before the end of the object"
+                        )));
+                    }
+                    _ => {}
+                }
+                total
+            }
         };
         Ok(ResponseHead {
             content_length,
-            object_size: answered_from(range.map_or(0, |r| r.start()))?,
+            object_size,
             etag,
         })
     }
 }
 
-/// `bytes 100-199/1000` → (100, Some(1000)); a total of `*` → None.
-pub fn parse_content_range(v: &str) -> Option<(u64, Option<u64>)> {
-    let rest = v.strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let start = range.split_once('-')?.0.parse().ok()?;
-    Some((start, total.parse().ok()))
+/// `bytes 100-199/1000` → (100, 199, Some(1000)); a total of `*` → None. `None` for anything
+/// else, including an end before the start.
+pub fn parse_content_range(v: &str) -> Option<(u64, u64, Option<u64>)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (span, total) = rest.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    let (start, end): (u64, u64) = (start.parse().ok()?, end.parse().ok()?);
+    let total = match total {
+        "*" => None,
+        t => Some(t.parse().ok()?),
+    };
+    (end >= start).then_some((start, end, total))
 }
 
 /// Where a backend writes one response: it reports the head, then each body frame.
@@ -292,7 +352,72 @@ mod tests {
         assert!(matches!(e, Error::Integrity { .. }) && e.to_string().contains("s3://bkt/k"));
         assert!(head(r(100, 200), Some("bytes 0-99/1000")).is_err());
         assert!(head(r(100, 200), Some("items 1-2/3")).is_err());
-        assert_eq!(parse_content_range("bytes 0-0/*"), Some((0, None)));
+        assert_eq!(parse_content_range("bytes 0-0/*"), Some((0, 0, None)));
+        assert_eq!(parse_content_range("bytes 5-4/10"), None);
+    }
+
+    #[test]
+    fn response_head_refuses_hostile_answers() {
+        let uri: ObjectUri = "s3://bkt/k".parse().unwrap();
+        let head = |range, len, cr| ResponseHead::from_headers(&uri, range, len, cr, None);
+        let r = |s, e| Some(ByteRange::new(s, e).unwrap());
+        let refused = |res: Result<ResponseHead>, what: &str| {
+            let e = res.unwrap_err();
+            assert!(
+                matches!(e, Error::Integrity { .. }) && e.to_string().contains("s3://bkt/k"),
+                "{what}: {e}"
+            );
+        };
+        // An end past the object's size (206 bytes 0-199/100 to a 200-byte range).
+        refused(
+            head(r(0, 200), 200, Some("bytes 0-199/100")),
+            "past the end",
+        );
+        // A part of the object for a whole-object request (206 bytes 0-49/100).
+        refused(head(None, 50, Some("bytes 0-49/100")), "part for whole");
+        // Content-Length disagreeing with Content-Range.
+        refused(
+            head(r(0, 100), 60, Some("bytes 0-99/1000")),
+            "length mismatch",
+        );
+        // More than asked, or less before the object ends.
+        refused(
+            head(r(0, 100), 200, Some("bytes 0-199/1000")),
+            "more than asked",
+        );
+        refused(
+            head(r(0, 100), 50, Some("bytes 0-49/1000")),
+            "less than asked",
+        );
+        // A whole object larger than the range from 0 that was asked (Range ignored).
+        refused(
+            head(r(0, 100), 1000, None),
+            "whole object bigger than the range",
+        );
+        // Sizes beyond any S3 object.
+        refused(head(None, 1 << 40 << 10, None), "1 PiB Content-Length");
+        refused(
+            head(None, 10, Some("bytes 0-9/18446744073709551615")),
+            "huge total",
+        );
+        // Fine: less than asked where the object ends; the whole object when it fits.
+        assert_eq!(
+            head(r(0, 200), 100, Some("bytes 0-99/100"))
+                .unwrap()
+                .object_size,
+            Some(100)
+        );
+        assert_eq!(head(r(0, 200), 100, None).unwrap().object_size, Some(100));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn content_range_parsing_never_panics(s in ".{0,40}", n in 0u64..u64::MAX) {
+            let _ = parse_content_range(&s);
+            let _ = parse_content_range(&format!("bytes {n}-{}/{}", n.wrapping_mul(3), n));
+            let uri: ObjectUri = "s3://bkt/k".parse().unwrap();
+            let _ = ResponseHead::from_headers(&uri, ByteRange::with_len(n / 2, 7).ok(), n, Some(&s), None);
+        }
     }
 
     fn flaky(cuts: u32) -> Flaky {

@@ -24,6 +24,9 @@ pub enum SegmentError {
     },
 }
 
+/// The most a growable segment reserves on a response's word (see `expect_more`).
+const RESERVE_CAP: usize = 1 << 30;
+
 /// A destination for one response body: either exactly `len` bytes (part of a
 /// `SegmentedBuffer`, or a known-size object), or growable (size unknown up front).
 #[derive(Debug)]
@@ -108,7 +111,10 @@ impl Segment {
                     declared,
                     remaining: usize::MAX,
                 })?;
-                self.buf.reserve(add);
+                // A declared length is a claim: reserve at most RESERVE_CAP up front and let
+                // the buffer grow as bytes actually arrive, so a lying Content-Length cannot
+                // make the process abort on an impossible allocation.
+                self.buf.reserve(add.min(RESERVE_CAP));
                 Ok(())
             }
         }

@@ -10,6 +10,10 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use std::time::SystemTime;
 
+/// S3's largest object (5 TiB). A size above it, from a header or a listing, is not a
+/// fact about an object but a broken or hostile reply, and is refused before any allocation.
+pub const MAX_OBJECT_SIZE: u64 = 5 << 40;
+
 /// What HEAD or a listing says about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {

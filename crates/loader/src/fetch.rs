@@ -28,6 +28,16 @@ pub struct Fetched {
 }
 
 impl Fetcher {
+    /// Memory for `len` bytes of `uri`, or an error naming it when there is none to be had.
+    fn buffer(&self, uri: &ObjectUri, len: usize) -> Result<bytes::BytesMut> {
+        self.pool.try_take(len).ok_or_else(|| {
+            Error::integrity(
+                uri.to_string(),
+                format!("cannot allocate {len} bytes for this object"),
+            )
+        })
+    }
+
     pub async fn fetch(&self, uri: &ObjectUri, size: Option<u64>) -> Result<Fetched> {
         match size {
             Some(size) => self.fetch_known(uri, size).await,
@@ -39,7 +49,7 @@ impl Fetcher {
         let len = to_usize(uri, size)?;
         match self.planner.plan(size) {
             None => {
-                let mut seg = Segment::from_buffer(self.pool.take(len), len);
+                let mut seg = Segment::from_buffer(self.buffer(uri, len)?, len);
                 let info = self.get_into(uri, None, &mut seg).await?;
                 Ok(Fetched {
                     data: self.finish(uri, seg)?,
@@ -69,7 +79,7 @@ impl Fetcher {
         // From the pool: a fresh chunk-sized allocation per object would be page-faulted in
         // every time (measured: the s3dlio-compatible loop, which never knows sizes, read
         // at 0.82-0.87x of a listed dataset before this).
-        let mut seg = Segment::growable_in(self.pool.take(to_usize(uri, chunk)?));
+        let mut seg = Segment::growable_in(self.buffer(uri, to_usize(uri, chunk)?)?);
         let info = match self.get_into(uri, Some(first), &mut seg).await {
             // S3 answers a range on an empty object with 416: read it plainly.
             Err(Error::Service { status: 416, .. }) => {
@@ -128,7 +138,7 @@ impl Fetcher {
             .iter()
             .map(|r| r.len().expect("planned ranges are bounded") as usize)
             .collect();
-        let mut segments = SegmentedBuffer::split_buffer(self.pool.take(len), &lens);
+        let mut segments = SegmentedBuffer::split_buffer(self.buffer(uri, len)?, &lens);
         let skip = match head {
             Some(bytes) => {
                 segments[0]
@@ -198,7 +208,15 @@ impl Fetcher {
     }
 }
 
+/// A size from a listing or a response, as a length to allocate: never more than any S3
+/// object can be (a larger claim is a broken or hostile reply, not an object).
 fn to_usize(uri: &ObjectUri, size: u64) -> Result<usize> {
+    if size > sluice_core::store::MAX_OBJECT_SIZE {
+        return Err(Error::integrity(
+            uri.to_string(),
+            format!("a size of {size} bytes is larger than any S3 object (5 TiB)"),
+        ));
+    }
     usize::try_from(size).map_err(|_| {
         Error::integrity(
             uri.to_string(),

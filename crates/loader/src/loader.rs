@@ -7,9 +7,11 @@ use crate::fetch::Fetcher;
 use crate::pool::BufferPool;
 use crate::stats::{Stats, StatsSnapshot};
 use bytes::Bytes;
+use futures::FutureExt;
 use sluice_core::{Error, ObjectStore, ObjectUri, RangePlanner, Result};
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -113,7 +115,8 @@ pub struct Object {
 /// consumer takes it.
 struct Delivery {
     item: Result<Object>,
-    _slot: OwnedSemaphorePermit,
+    /// `None` only for the error that ends a driver that failed itself.
+    _slot: Option<OwnedSemaphorePermit>,
     _memory: Option<OwnedSemaphorePermit>,
 }
 
@@ -248,7 +251,16 @@ async fn drive(
                     Ok(r) => r,
                     Err(e) if e.is_cancelled() => return,
                     Err(e) => {
-                        tracing::error!(error = %e, "fetch task panicked");
+                        // Fetch panics are caught in the task; this is anything else. The
+                        // consumer must not take the end of the stream for a complete epoch.
+                        tracing::error!(error = %e, "loader task panicked");
+                        let _ = tx
+                            .send(Delivery {
+                                item: Err(Error::integrity("loader", format!("a loader task panicked: {e}"))),
+                                _slot: None,
+                                _memory: None,
+                            })
+                            .await;
                         return;
                     }
                 };
@@ -290,7 +302,19 @@ async fn drive(
                         Some(m) => Some(m.clone().acquire_many_owned(want).await.expect("semaphore never closed")),
                         None => None,
                     };
-                    let item_result = fetcher.fetch(&item.uri, item.size).await;
+                    // A panic while fetching (a bug, or a reply no check foresaw) is this
+                    // object's error, delivered like any other: never a silently shorter epoch.
+                    let item_result = AssertUnwindSafe(fetcher.fetch(&item.uri, item.size))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|panic| {
+                            let what = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_default();
+                            Err(Error::integrity(item.uri.to_string(), format!("fetch panicked: {what}")))
+                        });
                     let item = match item_result {
                         Ok(f) => {
                             stats.fetched(f.data.len() as u64, f.requests, f.attempts, t0.elapsed());
@@ -301,7 +325,7 @@ async fn drive(
                             Err(e)
                         }
                     };
-                    (seq, Delivery { item, _slot: slot, _memory: _memory_permit })
+                    (seq, Delivery { item, _slot: Some(slot), _memory: _memory_permit })
                 });
             }
             else => return,

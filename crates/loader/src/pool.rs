@@ -50,8 +50,9 @@ impl BufferPool {
     }
 
     /// A cleared buffer with at least `len` bytes of capacity: the smallest idle one that
-    /// fits, else a new allocation.
-    pub fn take(&self, len: usize) -> BytesMut {
+    /// fits, else a new allocation. `None` when the system cannot provide it (the caller
+    /// reports the object; an impossible size must not abort the process).
+    pub fn try_take(&self, len: usize) -> Option<BytesMut> {
         let mut free = self.free.lock().unwrap();
         let best = free
             .iter()
@@ -63,14 +64,24 @@ impl BufferPool {
             Some(i) => {
                 let mut b = free.swap_remove(i);
                 b.clear();
-                b
+                Some(b)
             }
             None => {
+                drop(free);
+                // BytesMut cannot report a failed allocation (it aborts): ask a Vec first.
+                // Unmapped memory costs nothing, so the probe is an mmap/munmap pair.
+                Vec::<u8>::new().try_reserve_exact(len).ok()?;
                 let buf = BytesMut::with_capacity(len);
                 crate::hugepages::advise(&buf);
-                buf
+                Some(buf)
             }
         }
+    }
+
+    /// As `try_take`, for sizes known to be reasonable (tests).
+    pub fn take(&self, len: usize) -> BytesMut {
+        self.try_take(len)
+            .expect("allocation of a test-sized buffer")
     }
 
     pub(crate) fn give_back(&self, mut buf: BytesMut) {

@@ -409,3 +409,123 @@ async fn file_and_direct_datasets_read_every_byte() {
         }
     }
 }
+
+/// A store whose GETs panic for one key (a bug, or a reply no check foresaw) and claim an
+/// impossible size for another; the rest answer 10 bytes.
+#[derive(Debug)]
+struct Hostile;
+
+#[async_trait::async_trait]
+impl ObjectStore for Hostile {
+    fn backend(&self) -> &'static str {
+        "hostile"
+    }
+    async fn head(&self, _: &ObjectUri) -> sluice_core::Result<sluice_core::ObjectMeta> {
+        unreachable!("the loader sends no HEAD")
+    }
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        _: Option<sluice_core::ByteRange>,
+        dst: &mut sluice_core::Segment,
+    ) -> sluice_core::Result<sluice_core::GetInfo> {
+        if uri.key() == "boom" {
+            panic!("hostile reply for {uri}");
+        }
+        dst.expect_more(10).unwrap();
+        dst.write(&[7; 10]).unwrap();
+        Ok(sluice_core::GetInfo {
+            bytes: 10,
+            object_size: Some(10),
+            etag: None,
+            attempts: 1,
+        })
+    }
+    fn list(
+        &self,
+        _: &ObjectUri,
+        _: bool,
+    ) -> futures::stream::BoxStream<'_, sluice_core::Result<sluice_core::ListEntry>> {
+        unreachable!()
+    }
+    async fn put(
+        &self,
+        _: &ObjectUri,
+        _: sluice_core::PutPayload,
+    ) -> sluice_core::Result<sluice_core::PutInfo> {
+        unreachable!()
+    }
+    async fn delete(&self, _: &ObjectUri) -> sluice_core::Result<()> {
+        unreachable!()
+    }
+    async fn writer(
+        &self,
+        _: &ObjectUri,
+        _: sluice_core::WriteOptions,
+    ) -> sluice_core::Result<Box<dyn sluice_core::ObjectWriter>> {
+        unreachable!()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_fetch_or_an_impossible_size_is_an_error_never_a_short_epoch() {
+    let uri = |k: &str| ObjectUri::new("bkt", k).unwrap();
+    let items = vec![
+        sluice_loader::Item {
+            uri: uri("a"),
+            size: None,
+        },
+        sluice_loader::Item {
+            uri: uri("boom"),
+            size: None,
+        },
+        // A listing that claims 2^64-1 bytes: refused, not allocated.
+        sluice_loader::Item {
+            uri: uri("huge"),
+            size: Some(u64::MAX),
+        },
+        sluice_loader::Item {
+            uri: uri("b"),
+            size: None,
+        },
+    ];
+    let ds = Dataset::from_items(items);
+    let store: Arc<dyn ObjectStore> = Arc::new(Hostile);
+    let deliver = LoaderOptions {
+        on_error: OnError::Deliver,
+        order: Order::Input,
+        ..opts()
+    };
+    let mut loader = Loader::new(store.clone(), &ds, deliver).unwrap();
+    let mut got = Vec::new();
+    while let Some(r) = within("next", loader.next()).await {
+        got.push(r.map(|o| o.data.len()).map_err(|e| e.to_string()));
+    }
+    assert_eq!(got.len(), 4, "every object delivered or failed: {got:?}");
+    assert_eq!(got[0], Ok(10));
+    assert!(
+        matches!(&got[1], Err(e) if e.contains("s3://bkt/boom") && e.contains("panicked")),
+        "{got:?}"
+    );
+    assert!(
+        matches!(&got[2], Err(e) if e.contains("s3://bkt/huge") && e.contains("larger than any S3 object")),
+        "{got:?}"
+    );
+    assert_eq!(got[3], Ok(10));
+
+    // Fail-fast: the error reaches the consumer before the stream ends.
+    let mut loader = Loader::new(
+        store,
+        &ds,
+        LoaderOptions {
+            order: Order::Input,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let mut saw_error = false;
+    while let Some(r) = within("next", loader.next()).await {
+        saw_error |= r.is_err();
+    }
+    assert!(saw_error);
+}

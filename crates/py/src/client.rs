@@ -90,7 +90,7 @@ impl Client {
             cfg.set_endpoint("endpoint", e).map_err(to_py)?;
         }
         if let Some(r) = region {
-            cfg.region = r.to_owned();
+            cfg.set_region("region", r).map_err(to_py)?;
         }
         if ca_bundle.is_some() {
             cfg.ca_bundle = ca_bundle;
