@@ -94,7 +94,7 @@ impl Error {
     pub fn transport(uri: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Transport {
             uri: uri.into(),
-            message: message.into(),
+            message: scrub(&message.into()),
             source: None,
         }
     }
@@ -103,7 +103,7 @@ impl Error {
         let source = source.into();
         Error::Transport {
             uri: uri.into(),
-            message: error_chain(&*source),
+            message: scrub(&error_chain(&*source)),
             source: Some(source),
         }
     }
@@ -150,7 +150,7 @@ impl Error {
         message: impl Into<String>,
         request_id: Option<String>,
     ) -> Self {
-        let (uri, code, message) = (uri.into(), code.into(), message.into());
+        let (uri, code, message) = (uri.into(), scrub(&code.into()), scrub(&message.into()));
         match (status, code.as_str()) {
             (404, _) | (_, "NoSuchKey" | "NoSuchBucket") => Error::NotFound { uri, code },
             (401 | 403, _) => Error::PermissionDenied {
@@ -209,6 +209,60 @@ impl Error {
     }
 }
 
+/// Server text kept in an error message: enough to diagnose, not a 64 MiB body on stderr.
+pub const MAX_SERVER_TEXT: usize = 1024;
+
+/// Where a secret's value follows in server or library text: a session token echoed in a
+/// SignatureDoesNotMatch body's canonical request, presigned-URL query values, signatures.
+const SECRET_MARKERS: &[&str] = &[
+    "x-amz-security-token:",
+    "x-amz-security-token=",
+    "x-amz-signature=",
+    "x-amz-credential=",
+    "signature=",
+    "<signatureprovided>",
+    "<stringtosignbytes>",
+];
+
+/// `text` made safe for a message: the value after each secret marker replaced by `***`
+/// (case-insensitively, up to the next space, `&`, `<`, `,`, `"` or line end) and at most
+/// `MAX_SERVER_TEXT` bytes kept. Every error built from server or library text passes here,
+/// so no backend can forget it.
+pub fn scrub(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len().min(MAX_SERVER_TEXT + 32));
+    let mut i = 0;
+    while i < text.len() {
+        let next = SECRET_MARKERS
+            .iter()
+            .filter_map(|m| lower[i..].find(m).map(|at| (i + at, m.len())))
+            .min();
+        let Some((at, len)) = next else {
+            out.push_str(&text[i..]);
+            break;
+        };
+        let value_start = at + len;
+        let value_end = text[value_start..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '&' | '<' | ',' | '"'))
+            .map_or(text.len(), |n| value_start + n);
+        out.push_str(&text[i..value_start]);
+        if value_end > value_start {
+            out.push_str("***");
+        }
+        i = value_end;
+    }
+    if out.len() > MAX_SERVER_TEXT {
+        let mut cut = MAX_SERVER_TEXT;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = out.len() - cut;
+        out.truncate(cut);
+        out.push_str(&format!("... ({dropped} more bytes)"));
+    }
+    out
+}
+
 fn http_status(status: u16) -> String {
     if status == 0 {
         String::new()
@@ -254,6 +308,44 @@ mod tests {
         assert!(!svc(403, "AccessDenied").is_retryable());
         assert!(Error::transport("s3://b/k", "connection reset").is_retryable());
         assert!(!Error::integrity("s3://b/k", "short").is_retryable());
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_and_server_text_is_bounded() {
+        // SignatureDoesNotMatch echoes the canonical request, session token included.
+        let body = "The request signature we calculated does not match. <CanonicalRequest>GET\n/b/k\n\nhost:s3\nx-amz-security-token:FwoGZXIvYXdzEXAMPLETOKEN\n</CanonicalRequest><SignatureProvided>abc123def</SignatureProvided>";
+        let e = Error::from_service("s3://b/k", 403, "SignatureDoesNotMatch", body, None);
+        let msg = e.to_string();
+        assert!(
+            !msg.contains("FwoGZXIvYXdzEXAMPLETOKEN") && !msg.contains("abc123def"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("x-amz-security-token:***") && msg.contains("SignatureDoesNotMatch"),
+            "{msg}"
+        );
+        let t = Error::transport(
+            "s3://b/k",
+            "GET https://h/b/k?X-Amz-Credential=AKIA%2F20260101&X-Amz-Signature=deadbeef&x=1 failed",
+        );
+        let msg = t.to_string();
+        assert!(
+            !msg.contains("AKIA") && !msg.contains("deadbeef") && msg.contains("x=1"),
+            "{msg}"
+        );
+        let huge =
+            Error::from_service("s3://b/k", 500, "InternalError", "x".repeat(64 << 20), None);
+        assert!(huge.to_string().len() < 2 * MAX_SERVER_TEXT, "bounded");
+        assert!(huge.to_string().contains("more bytes"));
+        assert_eq!(scrub("plain text, no secrets"), "plain text, no secrets");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scrub_never_panics_and_stays_bounded(s in "\\PC{0,3000}") {
+            let out = scrub(&s);
+            proptest::prop_assert!(out.len() <= MAX_SERVER_TEXT + 40);
+        }
     }
 
     #[test]
