@@ -87,6 +87,10 @@ impl ObjectStoreBackend {
             // A whole-request timeout would cut off large bodies on slow links; the body's
             // stall timeout is enforced per chunk in `get_attempt`.
             .with_timeout_disabled()
+            // Each read, the response head's included, waits at most this long: a server that
+            // accepts and never answers must not hang a call (the body's own stall timeout
+            // is shorter and still applies per chunk).
+            .with_read_timeout(cfg.timeouts.first_byte.max(cfg.timeouts.stall))
             .with_pool_max_idle_per_host(cfg.max_connections);
         opts = if cfg.http2 {
             opts.with_allow_http2()

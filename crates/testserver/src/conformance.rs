@@ -484,6 +484,41 @@ pub async fn unreachable_endpoint_fails_fast(ctx: Ctx) {
     assert!(err.to_string().contains("s3://sluice-test/k"), "{err}");
 }
 
+/// A server that accepts connections and never answers: every call ends with an error
+/// within its first-byte timeout (per attempt), never hangs.
+pub async fn silent_server_times_out(ctx: Ctx) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let keep = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock); // read nothing, write nothing
+        }
+    });
+    let mut cfg = config_for(&ctx.server, ctx.scheme);
+    cfg.endpoint = Some(format!("http://127.0.0.1:{port}").parse().unwrap());
+    cfg.retry.max_attempts = 2;
+    cfg.timeouts.first_byte = Duration::from_millis(700);
+    let store = (ctx.make)(cfg).unwrap();
+    let t = Instant::now();
+    let err = within("get from a silent server", store.get(&ctx.uri("k"), None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Transport { .. } | Error::Timeout { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("s3://sluice-test/k"), "{err}");
+    let head = within("head on a silent server", store.head(&ctx.uri("k"))).await;
+    assert!(head.is_err());
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t.elapsed()
+    );
+    keep.abort();
+}
+
 /// Expands the suite into `#[tokio::test]`s for one backend: `conformance_suite!(make_fn);`
 #[macro_export]
 macro_rules! conformance_suite {
@@ -502,7 +537,8 @@ macro_rules! conformance_suite {
                 bad_credentials_are_permission_denied, recovers_from_reset_mid_body,
                 recovers_from_truncated_body, recovers_from_slowdown_burst,
                 slowdown_beyond_budget_is_a_specific_error, recovers_from_stalled_body,
-                stall_on_every_attempt_times_out, tolerates_latency, unreachable_endpoint_fails_fast);
+                stall_on_every_attempt_times_out, tolerates_latency, unreachable_endpoint_fails_fast,
+                silent_server_times_out);
         }
     };
     (@cases $scheme:ident, $make:expr; $($case:ident),*) => {
