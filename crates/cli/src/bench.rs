@@ -349,7 +349,9 @@ async fn curl_row(
         "-H",
         "x-amz-content-sha256: UNSIGNED-PAYLOAD",
     ]);
-    cmd.arg("--user").arg(format!("{ak}:{sk}"));
+    // Credentials go to curl on its standard input (`-K -`), never on its command line,
+    // where any user of the machine could read them in the process list.
+    cmd.args(["-K", "-"]);
     if let Some(ca) = ca {
         cmd.arg("--cacert").arg(ca);
     }
@@ -363,9 +365,20 @@ async fn curl_row(
     }
     let before = rusage::children();
     let t0 = Instant::now();
-    let status = cmd
+    let mut child = cmd
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .status()
+        .spawn()
+        .map_err(|e| Failure::Other(format!("running curl: {e}")))?;
+    {
+        use std::io::Write;
+        let quote = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut stdin = child.stdin.take().expect("stdin was piped");
+        writeln!(stdin, "user = \"{}:{}\"", quote(&ak), quote(&sk))
+            .map_err(|e| Failure::Other(format!("passing credentials to curl: {e}")))?;
+    }
+    let status = child
+        .wait()
         .map_err(|e| Failure::Other(format!("running curl: {e}")))?;
     let secs = t0.elapsed().as_secs_f64();
     if !status.success() {
