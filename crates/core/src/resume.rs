@@ -275,8 +275,20 @@ pub async fn get_with_resume(
                     attempts,
                 });
             }
+            // The version we hold the first bytes of is gone: never splice two versions.
+            Err(Error::Service { status: 412, .. }) if etag.is_some() => {
+                return Err(Error::integrity(
+                    uri.to_string(),
+                    "the object changed while being read (its ETag no longer matches)",
+                ));
+            }
             Err(e) if policy.may_retry(&e, attempts) => {
                 tracing::debug!(error = %e, attempts, received = dst.written() - origin, "resuming GET");
+                if etag.is_none() && dst.written() > origin {
+                    // No ETag: the rest could not be pinned to the version of the bytes held,
+                    // so the next attempt reads everything asked for again.
+                    dst.truncate(origin);
+                }
                 tokio::time::sleep(policy.backoff(attempts - 1)).await;
             }
             Err(e) => return Err(e),
@@ -296,6 +308,9 @@ mod tests {
         cut_after: usize,
         cuts: Mutex<u32>,
         seen: Mutex<Vec<(Option<ByteRange>, Option<String>)>>,
+        etag: Option<&'static str>,
+        /// Overwritten after the first response: If-Match fails from then on.
+        changed: bool,
     }
 
     #[async_trait]
@@ -305,6 +320,15 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push((req.range, req.if_match.map(str::to_owned)));
+            if self.changed && req.if_match.is_some() {
+                return Err(Error::from_service(
+                    req.uri.to_string(),
+                    412,
+                    "PreconditionFailed",
+                    "",
+                    None,
+                ));
+            }
             let total = self.data.len() as u64;
             let (start, end) = match req.range {
                 None => (0, total),
@@ -314,7 +338,7 @@ mod tests {
             sink.begin(ResponseHead {
                 content_length: body.len() as u64,
                 object_size: Some(total),
-                etag: Some("\"e1\"".into()),
+                etag: self.etag.map(str::to_owned),
             })?;
             let mut cuts = self.cuts.lock().unwrap();
             if *cuts > 0 && body.len() > self.cut_after {
@@ -426,6 +450,8 @@ mod tests {
             cut_after: 300,
             cuts: Mutex::new(cuts),
             seen: Mutex::default(),
+            etag: Some("\"e1\""),
+            changed: false,
         }
     }
 
@@ -490,5 +516,42 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, Error::Transport { .. }));
         assert_eq!(f.seen.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn without_an_etag_a_broken_body_is_read_again_from_the_start() {
+        let f = Flaky {
+            etag: None,
+            ..flaky(1)
+        };
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let mut seg = Segment::growable();
+        get_with_resume(&f, &fast(), &uri, None, &mut seg)
+            .await
+            .unwrap();
+        assert_eq!(seg.as_slice(), &f.data[..], "no splice");
+        assert_eq!(
+            f.seen.lock().unwrap()[1],
+            (None, None),
+            "whole object again"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_object_changed_while_being_read_is_an_integrity_error() {
+        let f = Flaky {
+            changed: true,
+            ..flaky(1)
+        };
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let mut seg = Segment::growable();
+        let err = get_with_resume(&f, &fast(), &uri, None, &mut seg)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Integrity { .. })
+                && err.to_string().contains("changed while being read"),
+            "{err}"
+        );
     }
 }

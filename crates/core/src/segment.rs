@@ -165,6 +165,11 @@ impl Segment {
         Ok(n)
     }
 
+    /// Drops everything written after the first `len` bytes (to read them again).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+    }
+
     /// The bytes written so far.
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
