@@ -23,7 +23,7 @@ use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::retry::retry;
 use sluice_core::{
-    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
+    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
     PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
 };
 use std::sync::Arc;
@@ -298,13 +298,13 @@ impl ObjectStore for AwsSdkStore {
         .await
     }
 
-    async fn get_into(
+    async fn get_into_with(
         &self,
         uri: &ObjectUri,
-        range: Option<ByteRange>,
+        opts: &GetOptions,
         dst: &mut Segment,
     ) -> Result<GetInfo> {
-        get_with_resume(self, &self.cfg.retry, uri, range, dst).await
+        get_with_resume(self, &self.cfg.retry, uri, opts, dst).await
     }
 
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use sluice_core::{
-    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
+    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
     PutInfo, PutPayload, Result, Scheme, Segment, WriteOptions,
 };
 use std::io::Write;
@@ -151,18 +151,19 @@ impl ObjectStore for FsStore {
         .await
     }
 
-    async fn get_into(
+    async fn get_into_with(
         &self,
         uri: &ObjectUri,
-        range: Option<ByteRange>,
+        opts: &GetOptions,
         dst: &mut Segment,
     ) -> Result<GetInfo> {
         let path = self.path(uri)?;
         let (u, direct, buffers) = (uri.clone(), self.is_direct(), self.buffers.clone());
+        let opts = opts.clone();
         // The blocking task needs the segment by value; it comes back with the result.
         let mut seg = std::mem::replace(dst, Segment::growable());
         let (seg, result) = tokio::task::spawn_blocking(move || {
-            let r = read::read_into(&u, &path, direct, &buffers, range, &mut seg);
+            let r = read::read_into(&u, &path, direct, &buffers, &opts, &mut seg);
             (seg, r)
         })
         .await

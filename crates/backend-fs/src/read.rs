@@ -3,7 +3,8 @@
 
 use crate::aligned::{ALIGN, CHUNK, Pool};
 use crate::{etag_of, file_meta, open_for_read};
-use sluice_core::{ByteRange, Error, GetInfo, ObjectUri, Result, Segment};
+use sluice_core::resume::{changed, same_etag};
+use sluice_core::{Error, GetInfo, GetOptions, ObjectUri, Result, Segment};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -13,9 +14,10 @@ pub fn read_into(
     path: &Path,
     direct: bool,
     pool: &Pool,
-    range: Option<ByteRange>,
+    opts: &GetOptions,
     seg: &mut Segment,
 ) -> Result<GetInfo> {
+    let range = opts.range;
     // Before opening: O_DIRECT refuses directories with the same EINVAL as tmpfs.
     file_meta(uri, path)?;
     let file = open_for_read(uri, path, direct)?;
@@ -23,6 +25,13 @@ pub fn read_into(
         .metadata()
         .map_err(|e| Error::io(uri.to_string(), "stat", e))?;
     let size = meta.len();
+    if opts
+        .if_match
+        .as_ref()
+        .is_some_and(|tag| !same_etag(tag, &etag_of(&meta)))
+    {
+        return Err(changed(uri));
+    }
     let start = range.map_or(0, |r| r.start());
     // As S3: a range running past the end is clipped; one starting past it is refused.
     let end = range.and_then(|r| r.end()).map_or(size, |e| e.min(size));

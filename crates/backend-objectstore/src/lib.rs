@@ -18,13 +18,13 @@ use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
 use object_store::multipart::{MultipartStore as _, PartId};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientOptions, CredentialProvider, GetOptions, GetRange, ObjectStore as _,
+    BackoffConfig, ClientOptions, CredentialProvider, GetRange, ObjectStore as _,
     ObjectStoreExt as _, RetryConfig,
 };
 use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::{
-    ByteRange, CredentialsCache, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
+    CredentialsCache, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
     ObjectWriter, PutInfo, PutPayload, Result, RetryPolicy, Segment, StoreConfig, WriteOptions,
 };
 use std::collections::HashMap;
@@ -158,7 +158,7 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
 impl GetAttempt for ObjectStoreBackend {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let store = self.store(req.uri.bucket())?;
-        let opts = GetOptions {
+        let opts = object_store::GetOptions {
             range: req.range.map(|r| match r.end() {
                 Some(end) => GetRange::Bounded(r.start()..end),
                 None => GetRange::Offset(r.start()),
@@ -267,13 +267,13 @@ impl ObjectStore for ObjectStoreBackend {
         Ok(meta(uri, m))
     }
 
-    async fn get_into(
+    async fn get_into_with(
         &self,
         uri: &ObjectUri,
-        range: Option<ByteRange>,
+        opts: &GetOptions,
         dst: &mut Segment,
     ) -> Result<GetInfo> {
-        get_with_resume(self, &self.cfg.retry, uri, range, dst).await
+        get_with_resume(self, &self.cfg.retry, uri, opts, dst).await
     }
 
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {

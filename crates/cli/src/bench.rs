@@ -611,6 +611,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
         items.push(Item {
             uri: ObjectUri::parse(u)?,
             size: s.parse().ok().filter(|n| *n > 0),
+            etag: None,
         });
     }
     let dataset = Dataset::from_items(items);

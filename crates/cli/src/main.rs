@@ -2,6 +2,7 @@
 
 mod bench;
 mod objects;
+mod outdir;
 mod output;
 mod plot;
 mod rusage;

@@ -1,12 +1,13 @@
 //! `sluice gen | ls | get | put | rm`.
 
 use crate::StoreArgs;
+use crate::outdir::{self, Target};
 use crate::output::{Failure, mb_per_s, process_cpu_seconds, progress};
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
-use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions};
+use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions, StatsSnapshot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -123,33 +124,49 @@ async fn expand(
         } else {
             let name = uri.key().rsplit('/').next().unwrap_or_default().to_owned();
             paths.insert(uri.clone(), name);
-            items.push(Item { uri, size: None });
+            items.push(Item::new(uri));
         }
     }
     Ok((Dataset::from_items(items), paths))
 }
 
-/// Where `rel` goes under `dir`, refusing anything that could land outside it or is not a
-/// file name: `..`, absolute paths, empty segments (`a//b`, directory markers `a/`), NUL.
-fn output_path(dir: &Path, uri: &ObjectUri, rel: &str) -> Result<PathBuf, Failure> {
-    let bad = rel.is_empty()
-        || rel.starts_with('/')
-        || rel.contains('\0')
-        || rel
-            .split('/')
-            .any(|seg| seg.is_empty() || seg == "." || seg == "..");
-    if bad {
-        return Err(Failure::Usage(format!(
-            "{uri}: the key does not make a safe file name under {} (relative path {rel:?})",
-            dir.display()
-        )));
+/// Under `-o DIR`: which objects to read, each with its path segments under DIR. Directory
+/// markers are left out; keys that cannot be a file inside DIR are reported one by one (the
+/// count is returned) and left out, so the rest still download.
+fn plan_output(
+    dataset: &Dataset,
+    paths: &HashMap<ObjectUri, String>,
+    dir: &Path,
+) -> (Dataset, HashMap<ObjectUri, Vec<String>>, usize) {
+    let (mut items, mut files, mut refused) = (Vec::new(), HashMap::new(), 0);
+    for item in dataset.items() {
+        let rel = paths.get(&item.uri).map_or("", String::as_str);
+        match outdir::target(rel) {
+            Ok(Target::File(segments)) => {
+                files.insert(item.uri.clone(), segments);
+                items.push(item.clone());
+            }
+            Ok(Target::DirMarker) => {}
+            Err(why) => {
+                refused += 1;
+                eprintln!(
+                    "sluice: {}: not written under {}: {why} (relative path {rel:?})",
+                    item.uri,
+                    dir.display()
+                );
+            }
+        }
     }
-    Ok(dir.join(rel))
+    (Dataset::from_items(items), files, refused)
 }
 
 pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let store = a.store.open().await?;
     let (dataset, paths) = expand(store.as_ref(), &a.uris).await?;
+    let (dataset, files, mut refused) = match &a.out {
+        Some(dir) => plan_output(&dataset, &paths, dir),
+        None => (dataset, HashMap::new(), 0),
+    };
     let known: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
     let pool = BufferPool::for_prefetch(a.jobs, None);
     let pb = progress((known * u64::from(a.epochs)).max(1), true, a.json);
@@ -176,17 +193,18 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
                 )
                 .into());
             }
-            if let Some(dir) = &a.out {
-                let rel = paths.get(&obj.uri).map_or("", String::as_str);
-                let path = output_path(dir, &obj.uri, rel)?;
-                if let Some(p) = path.parent() {
-                    tokio::fs::create_dir_all(p)
+            if let (Some(dir), Some(segments)) = (&a.out, files.get(&obj.uri)) {
+                let (dir, segments, data) = (dir.clone(), segments.clone(), obj.data.clone());
+                let written =
+                    tokio::task::spawn_blocking(move || outdir::write(&dir, &segments, &data))
                         .await
-                        .map_err(|e| Failure::Other(format!("creating {}: {e}", p.display())))?;
+                        .unwrap_or_else(|e| Err(format!("the writing task failed: {e}")));
+                // One object that cannot be written (a symlink on its way, a full disk) is
+                // reported; the others are still written.
+                if let Err(why) = written {
+                    eprintln!("sluice: {}: not written: {why}", obj.uri);
+                    refused += 1;
                 }
-                tokio::fs::write(&path, &obj.data)
-                    .await
-                    .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))?;
             }
             pb.inc(obj.data.len() as u64);
         }
@@ -197,16 +215,27 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         epochs.push((s, cpu));
     }
     pb.finish_and_clear();
+    report_epochs(&epochs, store.backend(), a.json);
+    // Never exit 0 having written fewer objects than were listed.
+    if refused > 0 {
+        return Err(Failure::Usage(format!(
+            "{refused} object(s) not written (see above)"
+        )));
+    }
+    Ok(())
+}
+
+fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: bool) {
     for (i, (s, cpu_per_gb)) in epochs.iter().enumerate() {
         let epoch = if epochs.len() > 1 {
             format!("epoch {i}: ")
         } else {
             String::new()
         };
-        if a.json {
+        if json {
             println!(
                 "{}",
-                serde_json::json!({"backend": store.backend(), "epoch": i, "objects": s.objects, "bytes": s.bytes, "seconds": s.elapsed.as_secs_f64(),
+                serde_json::json!({"backend": backend, "epoch": i, "objects": s.objects, "bytes": s.bytes, "seconds": s.elapsed.as_secs_f64(),
                     "mb_per_s": s.mb_per_s, "requests": s.requests, "retries": s.retries,
                     "latency_p50_ms": s.latency_p50.as_secs_f64() * 1e3, "latency_p99_ms": s.latency_p99.as_secs_f64() * 1e3,
                     "cpu_s_per_gb": cpu_per_gb})
@@ -219,7 +248,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
                 s.elapsed.as_secs_f64(),
                 s.mb_per_s,
                 cpu_per_gb.map_or("?".into(), |c| format!("{c:.3}")),
-                store.backend(),
+                backend,
                 s.requests,
                 s.retries,
                 s.latency_p50.as_secs_f64() * 1e3,
@@ -227,7 +256,6 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
             );
         }
     }
-    Ok(())
 }
 
 #[derive(Args, Debug)]

@@ -180,16 +180,46 @@ async fn file_and_direct_uris_get_put_ls_rm_and_copy_out_under_the_prefix() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_out_refuses_keys_that_leave_the_directory() {
     let s = server().await;
-    s.insert(DEFAULT_BUCKET, "p/../../escape", b"x".to_vec());
+    for key in [
+        "p/../../escape",
+        "p//etc/x",
+        "p/./dot",
+        "p/ok/a.bin",
+        "p/dir/",
+        "p/link/x",
+    ] {
+        s.insert(DEFAULT_BUCKET, key, b"x".to_vec());
+    }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let out = dir.path().join("out");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, out.join("link")).unwrap();
     let g = sluice(
         &s,
         &["get", "s3://sluice-test/p/", "-o", out.to_str().unwrap()],
     );
-    assert_eq!(g.status.code(), Some(2), "{}", text(&g));
-    assert!(text(&g).contains("safe file name"), "{}", text(&g));
-    assert!(!dir.path().join("escape").exists() && !out.join("../escape").exists());
+    let t = text(&g);
+    // Not exit 0: four of the six were not written; each is named with its reason.
+    assert_eq!(g.status.code(), Some(2), "{t}");
+    assert!(t.contains("4 object(s) not written"), "{t}");
+    for (key, why) in [
+        ("p/../../escape", "`..`"),
+        ("p//etc/x", "absolute"),
+        ("p/./dot", "`.`"),
+        ("p/link/x", "symlink"),
+    ] {
+        let line = t
+            .lines()
+            .find(|l| l.contains(key))
+            .unwrap_or_else(|| panic!("{key}: {t}"));
+        assert!(line.contains(why), "{line}");
+    }
+    // The safe key is written; the marker and the rest write nothing, inside or outside.
+    assert_eq!(std::fs::read(out.join("ok/a.bin")).unwrap(), b"x");
+    assert!(!out.join("dir").exists());
+    assert!(!dir.path().join("escape").exists() && !outside.join("x").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,6 +30,6 @@ pub use range::{ByteRange, RangePlanner};
 pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 pub use retry::RetryPolicy;
 pub use segment::{Segment, SegmentError, SegmentedBuffer};
-pub use store::{GetInfo, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
+pub use store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
 pub use upload::{ObjectWriter, WriteInfo, WriteOptions};
 pub use uri::{ObjectUri, Scheme};

@@ -6,7 +6,7 @@ use crate::error::{Error, Result, TimeoutPhase};
 use crate::range::ByteRange;
 use crate::retry::RetryPolicy;
 use crate::segment::Segment;
-use crate::store::{GetInfo, MAX_OBJECT_SIZE};
+use crate::store::{GetInfo, GetOptions, MAX_OBJECT_SIZE};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
@@ -221,18 +221,40 @@ pub trait GetAttempt: Send + Sync {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()>;
 }
 
-/// Reads `range` of `uri` into `dst` with retries; a body that breaks part-way is resumed
-/// from the first missing byte of the same object version. Never returns wrong bytes: a
-/// changed object fails with 412 PreconditionFailed, a wrong length with `Integrity`.
+/// Two ETags name the same version (S3 sends them quoted; some stores do not).
+pub fn same_etag(a: &str, b: &str) -> bool {
+    let bare = |t: &str| {
+        t.trim()
+            .trim_start_matches("W/")
+            .trim_matches('"')
+            .to_owned()
+    };
+    bare(a) == bare(b)
+}
+
+/// The `Integrity` error of a read that would mix two versions of `uri`.
+pub fn changed(uri: &ObjectUri) -> Error {
+    Error::integrity(
+        uri.to_string(),
+        "the object changed while being read (its ETag no longer matches)",
+    )
+}
+
+/// Reads `opts.range` of `uri` into `dst` with retries; a body that breaks part-way is
+/// resumed from the first missing byte of the same object version. Never returns wrong
+/// bytes: every request after the first (or every request, with `opts.if_match`) carries
+/// `If-Match`, and a 412 or a reply with another ETag is an `Integrity` error; a wrong
+/// length is an `Integrity` error too.
 pub async fn get_with_resume(
     getter: &dyn GetAttempt,
     policy: &RetryPolicy,
     uri: &ObjectUri,
-    range: Option<ByteRange>,
+    opts: &GetOptions,
     dst: &mut Segment,
 ) -> Result<GetInfo> {
+    let range = opts.range;
     let origin = dst.written();
-    let mut etag: Option<String> = None;
+    let mut etag: Option<String> = opts.if_match.clone();
     let mut object_size: Option<u64> = None;
     let mut attempts = 0;
     loop {
@@ -260,6 +282,12 @@ pub async fn get_with_resume(
         let mut sink = BodySink::new(uri, dst);
         let result = getter.get_attempt(&req, &mut sink).await;
         if let Some(head) = sink.head.take() {
+            // A server that ignores If-Match must not splice versions either.
+            if let (Some(pin), Some(got)) = (&etag, &head.etag)
+                && !same_etag(pin, got)
+            {
+                return Err(changed(uri));
+            }
             etag = etag.or(head.etag);
             // A resumed request's Content-Range still carries the whole object's size.
             object_size = object_size.or(head.object_size);
@@ -277,10 +305,7 @@ pub async fn get_with_resume(
             }
             // The version we hold the first bytes of is gone: never splice two versions.
             Err(Error::Service { status: 412, .. }) if etag.is_some() => {
-                return Err(Error::integrity(
-                    uri.to_string(),
-                    "the object changed while being read (its ETag no longer matches)",
-                ));
+                return Err(changed(uri));
             }
             Err(e) if policy.may_retry(&e, attempts) => {
                 tracing::debug!(error = %e, attempts, received = dst.written() - origin, "resuming GET");
@@ -468,7 +493,7 @@ mod tests {
         let f = flaky(2);
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let mut seg = Segment::growable();
-        let info = get_with_resume(&f, &fast(), &uri, None, &mut seg)
+        let info = get_with_resume(&f, &fast(), &uri, &GetOptions::default(), &mut seg)
             .await
             .unwrap();
         assert_eq!(info.bytes, 1000);
@@ -492,7 +517,7 @@ mod tests {
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let r = ByteRange::new(100, 900).unwrap();
         let mut seg = Segment::exact(800);
-        get_with_resume(&f, &fast(), &uri, Some(r), &mut seg)
+        get_with_resume(&f, &fast(), &uri, &GetOptions::range(Some(r)), &mut seg)
             .await
             .unwrap();
         assert_eq!(seg.as_slice(), &f.data[100..900]);
@@ -511,7 +536,7 @@ mod tests {
             max_attempts: 2,
             ..fast()
         };
-        let err = get_with_resume(&f, &p, &uri, None, &mut seg)
+        let err = get_with_resume(&f, &p, &uri, &GetOptions::default(), &mut seg)
             .await
             .unwrap_err();
         assert!(matches!(err, Error::Transport { .. }));
@@ -526,7 +551,7 @@ mod tests {
         };
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let mut seg = Segment::growable();
-        get_with_resume(&f, &fast(), &uri, None, &mut seg)
+        get_with_resume(&f, &fast(), &uri, &GetOptions::default(), &mut seg)
             .await
             .unwrap();
         assert_eq!(seg.as_slice(), &f.data[..], "no splice");
@@ -545,12 +570,38 @@ mod tests {
         };
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let mut seg = Segment::growable();
-        let err = get_with_resume(&f, &fast(), &uri, None, &mut seg)
+        let err = get_with_resume(&f, &fast(), &uri, &GetOptions::default(), &mut seg)
             .await
             .unwrap_err();
         assert!(
             matches!(err, Error::Integrity { .. })
                 && err.to_string().contains("changed while being read"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pinned_read_sends_if_match_and_refuses_another_version() {
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let pinned = |tag: &str| GetOptions {
+            range: None,
+            if_match: Some(tag.to_owned()),
+        };
+        // The listing's ETag, unquoted as some stores send it, still matches.
+        let f = flaky(0);
+        let mut seg = Segment::growable();
+        get_with_resume(&f, &fast(), &uri, &pinned("e1"), &mut seg)
+            .await
+            .unwrap();
+        assert_eq!(f.seen.lock().unwrap()[0], (None, Some("e1".into())));
+        // A server that ignores If-Match and answers another version: refused.
+        let f = flaky(0);
+        let mut seg = Segment::growable();
+        let err = get_with_resume(&f, &fast(), &uri, &pinned("\"e0\""), &mut seg)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("changed while being read"),
             "{err}"
         );
     }

@@ -52,6 +52,26 @@ pub struct GetInfo {
     pub attempts: u32,
 }
 
+/// What one GET asks for beyond the object's name (per-operation parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GetOptions {
+    /// A part of the object; `None`: all of it.
+    pub range: Option<ByteRange>,
+    /// Read only this version (an ETag from a listing or an earlier response): every request
+    /// and resume carries `If-Match`, and a reply for another version is an `Integrity`
+    /// error ("the object changed while being read"), never bytes of two versions.
+    pub if_match: Option<String>,
+}
+
+impl GetOptions {
+    pub fn range(range: Option<ByteRange>) -> Self {
+        Self {
+            range,
+            if_match: None,
+        }
+    }
+}
+
 /// The body of a PUT. Held as `Bytes` so multipart parts are zero-copy slices of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutPayload(pub Bytes);
@@ -86,15 +106,26 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
 
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
 
-    /// Streams the object, or `range` of it, into `dst`; returns what was written. Each body
-    /// byte is copied once, from the network buffer into `dst`. A fixed-length `dst` must
+    /// Streams the object, or `opts.range` of it, into `dst`; returns what was written. Each
+    /// body byte is copied once, from the network buffer into `dst`. A fixed-length `dst` must
     /// match the response length exactly; a body cut short is resumed (see `resume`).
+    async fn get_into_with(
+        &self,
+        uri: &ObjectUri,
+        opts: &GetOptions,
+        dst: &mut Segment,
+    ) -> Result<GetInfo>;
+
+    /// `get_into_with` of any version.
     async fn get_into(
         &self,
         uri: &ObjectUri,
         range: Option<ByteRange>,
         dst: &mut Segment,
-    ) -> Result<GetInfo>;
+    ) -> Result<GetInfo> {
+        self.get_into_with(uri, &GetOptions::range(range), dst)
+            .await
+    }
 
     /// The object, or `range` of it (clipped at the object's end, as S3 does), as one buffer.
     async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {

@@ -4,11 +4,24 @@
 use futures::TryStreamExt;
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Result};
 
-/// One object to read; `size` when a listing told us (so no HEAD is ever needed).
+/// One object to read; `size` when a listing told us (so no HEAD is ever needed), and the
+/// listing's `etag`, which pins every request for the object to the version listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     pub uri: ObjectUri,
     pub size: Option<u64>,
+    pub etag: Option<String>,
+}
+
+impl Item {
+    /// An object known by name only: size and version are learned while reading.
+    pub fn new(uri: ObjectUri) -> Self {
+        Self {
+            uri,
+            size: None,
+            etag: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,10 +33,7 @@ impl Dataset {
     /// From URIs as given: no listing, no HEAD; sizes are learned while reading.
     pub fn from_uris(uris: impl IntoIterator<Item = ObjectUri>) -> Self {
         Self {
-            items: uris
-                .into_iter()
-                .map(|uri| Item { uri, size: None })
-                .collect(),
+            items: uris.into_iter().map(Item::new).collect(),
         }
     }
 
@@ -42,6 +52,7 @@ impl Dataset {
                         Some(Item {
                             uri: m.uri,
                             size: Some(m.size),
+                            etag: m.etag,
                         })
                     }
                     _ => None,

@@ -2,8 +2,10 @@
 
 use crate::pool::BufferPool;
 use bytes::Bytes;
+use sluice_core::resume::{changed, same_etag};
 use sluice_core::{
-    ByteRange, Error, ObjectStore, ObjectUri, RangePlanner, Result, Segment, SegmentedBuffer,
+    ByteRange, Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment,
+    SegmentedBuffer,
 };
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -38,26 +40,34 @@ impl Fetcher {
         })
     }
 
-    pub async fn fetch(&self, uri: &ObjectUri, size: Option<u64>) -> Result<Fetched> {
+    /// Reads `uri`, of `size` when known, pinned to version `etag` when known (else to the
+    /// first response's): the bytes delivered are always one version of the object, whole.
+    pub async fn fetch(
+        &self,
+        uri: &ObjectUri,
+        size: Option<u64>,
+        etag: Option<&str>,
+    ) -> Result<Fetched> {
         match size {
-            Some(size) => self.fetch_known(uri, size).await,
+            Some(size) => self.fetch_known(uri, size, etag).await,
             None => self.fetch_unknown(uri).await,
         }
     }
 
-    async fn fetch_known(&self, uri: &ObjectUri, size: u64) -> Result<Fetched> {
+    async fn fetch_known(&self, uri: &ObjectUri, size: u64, etag: Option<&str>) -> Result<Fetched> {
         let len = to_usize(uri, size)?;
         match self.planner.plan(size) {
             None => {
                 let mut seg = Segment::from_buffer(self.buffer(uri, len)?, len);
-                let info = self.get_into(uri, None, &mut seg).await?;
+                let info = self.get_into(uri, None, etag, &mut seg).await?;
+                same_size(uri, size, info.object_size)?;
                 Ok(Fetched {
                     data: self.finish(uri, seg)?,
                     requests: 1,
                     attempts: info.attempts,
                 })
             }
-            Some(ranges) => self.fetch_ranges(uri, len, &ranges, None).await,
+            Some(ranges) => self.fetch_ranges(uri, size, &ranges, None, etag).await,
         }
     }
 
@@ -67,7 +77,7 @@ impl Fetcher {
         if !self.planner.splits() {
             // Never split: one plain GET, whatever the size (the buffer grows to fit).
             let mut seg = Segment::growable_in(self.pool.take_largest());
-            let info = self.get_into(uri, None, &mut seg).await?;
+            let info = self.get_into(uri, None, None, &mut seg).await?;
             return Ok(Fetched {
                 data: self.finish(uri, seg)?,
                 requests: 1,
@@ -80,10 +90,10 @@ impl Fetcher {
         // every time (measured: the s3dlio-compatible loop, which never knows sizes, read
         // at 0.82-0.87x of a listed dataset before this).
         let mut seg = Segment::growable_in(self.buffer(uri, to_usize(uri, chunk)?)?);
-        let info = match self.get_into(uri, Some(first), &mut seg).await {
+        let info = match self.get_into(uri, Some(first), None, &mut seg).await {
             // S3 answers a range on an empty object with 416: read it plainly.
             Err(Error::Service { status: 416, .. }) => {
-                let info = self.get_into(uri, None, &mut seg).await?;
+                let info = self.get_into(uri, None, None, &mut seg).await?;
                 return Ok(Fetched {
                     data: self.finish(uri, seg)?,
                     requests: 2,
@@ -105,7 +115,7 @@ impl Fetcher {
                 attempts: info.attempts,
             });
         }
-        let len = to_usize(uri, size)?;
+        to_usize(uri, size)?;
         // Large: the planned chunks (the first is the one in hand). Otherwise: one more
         // request for everything after the first chunk.
         let rest = self.planner.plan(size).unwrap_or_else(|| {
@@ -116,8 +126,9 @@ impl Fetcher {
         });
         // The first chunk already sits in its own buffer: one chunk's copy is the price of not
         // knowing the size up front, against a HEAD round trip per object.
+        // The rest must be the version the first chunk came from.
         let mut fetched = self
-            .fetch_ranges(uri, len, &rest, Some(seg.as_slice()))
+            .fetch_ranges(uri, size, &rest, Some(seg.as_slice()), info.etag.as_deref())
             .await?;
         self.pool.give_back(seg.into_buffer());
         fetched.requests += 1;
@@ -126,14 +137,19 @@ impl Fetcher {
     }
 
     /// Every range its own task, each writing its own segment of one buffer. With `head`, the
-    /// first range's bytes are already known and copied in instead of fetched.
+    /// first range's bytes are already known and copied in instead of fetched. With `etag`
+    /// every range asks for that version (If-Match); without, the ranges' ETags must agree.
+    /// Either way each must report the object `size` long: one that grew or shrank since its
+    /// size was learned is refused, not truncated.
     async fn fetch_ranges(
         &self,
         uri: &ObjectUri,
-        len: usize,
+        size: u64,
         ranges: &[ByteRange],
         head: Option<&[u8]>,
+        etag: Option<&str>,
     ) -> Result<Fetched> {
+        let len = to_usize(uri, size)?;
         let lens: Vec<usize> = ranges
             .iter()
             .map(|r| r.len().expect("planned ranges are bounded") as usize)
@@ -157,19 +173,29 @@ impl Fetcher {
             }
             let this = self.clone();
             let uri = uri.clone();
+            let etag = etag.map(str::to_owned);
             tasks.spawn(async move {
                 let mut seg = seg;
-                let info = this.get_into(&uri, Some(range), &mut seg).await?;
-                Ok::<_, Error>((i, seg, info.attempts))
+                let info = this
+                    .get_into(&uri, Some(range), etag.as_deref(), &mut seg)
+                    .await?;
+                Ok::<_, Error>((i, seg, info))
             });
         }
         let mut attempts = 0;
+        let mut seen_etag: Option<String> = etag.map(str::to_owned);
         while let Some(joined) = tasks.join_next().await {
-            let (i, seg, a) = joined.map_err(|e| {
+            let (i, seg, info) = joined.map_err(|e| {
                 Error::transport(uri.to_string(), format!("range task failed: {e}"))
             })??;
+            same_size(uri, size, info.object_size)?;
+            match (&seen_etag, info.etag) {
+                (Some(a), Some(b)) if !same_etag(a, &b) => return Err(changed(uri)),
+                (None, b) => seen_etag = b,
+                _ => {}
+            }
             done[i] = Some(seg);
-            attempts += a;
+            attempts += info.attempts;
         }
         let segments: Vec<Segment> = done
             .into_iter()
@@ -188,6 +214,7 @@ impl Fetcher {
         &self,
         uri: &ObjectUri,
         range: Option<ByteRange>,
+        etag: Option<&str>,
         seg: &mut Segment,
     ) -> Result<sluice_core::GetInfo> {
         let _permit = self
@@ -197,7 +224,11 @@ impl Fetcher {
             .map_err(|_| Error::Cancelled {
                 uri: uri.to_string(),
             })?;
-        self.store.get_into(uri, range, seg).await
+        let opts = GetOptions {
+            range,
+            if_match: etag.map(str::to_owned),
+        };
+        self.store.get_into_with(uri, &opts, seg).await
     }
 
     fn finish(&self, uri: &ObjectUri, seg: Segment) -> Result<Bytes> {
@@ -205,6 +236,19 @@ impl Fetcher {
             .freeze()
             .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
         Ok(self.pool.share(data))
+    }
+}
+
+/// A response's word on the object's size must be the size its reading was planned for.
+fn same_size(uri: &ObjectUri, planned: u64, reported: Option<u64>) -> Result<()> {
+    match reported {
+        Some(now) if now != planned => Err(Error::integrity(
+            uri.to_string(),
+            format!(
+                "the object is {now} bytes now, not the {planned} it was listed with: it changed while being read"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -3,11 +3,11 @@
 //! bounded channel. Dropping the loader aborts the driver, whose task set aborts every fetch.
 
 use crate::dataset::{Dataset, Item, Sharding, plan_indices};
-use crate::fetch::Fetcher;
+use crate::fetch::{Fetched, Fetcher};
 use crate::pool::BufferPool;
 use crate::stats::{Stats, StatsSnapshot};
 use bytes::Bytes;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use sluice_core::{Error, ObjectStore, ObjectUri, RangePlanner, Result};
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
@@ -225,6 +225,113 @@ impl Drop for Loader {
     }
 }
 
+/// An item whose turn has come: it holds a prefetch slot and, under a memory budget, the
+/// memory its whole size needs.
+struct Admitted {
+    seq: usize,
+    item: Result<Item>,
+    slot: OwnedSemaphorePermit,
+    memory: Option<OwnedSemaphorePermit>,
+}
+
+/// The memory budget in `MEMORY_UNIT`s.
+struct Budget {
+    units: Arc<Semaphore>,
+    total: u32,
+}
+
+impl Budget {
+    fn new(bytes: u64) -> Self {
+        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
+        Self {
+            units: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Memory for an object of `size` bytes; one larger than the whole budget takes all of it.
+    async fn reserve(&self, size: u64) -> OwnedSemaphorePermit {
+        let want = size.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
+        self.units
+            .clone()
+            .acquire_many_owned(want)
+            .await
+            .expect("semaphore never closed")
+    }
+}
+
+type Sized = futures::stream::BoxStream<'static, (usize, Result<Item>)>;
+
+/// The items in dataset order, each with its size known when a memory budget needs it: an
+/// object named without a size is asked for it with a HEAD (a few ahead, pipelined), whose
+/// ETag then pins the read to the version measured. Memory is then taken for whole objects,
+/// in dataset order, before any byte arrives, so the budget holds for every object and the
+/// next object to deliver always has its memory (no later object can starve it: the loader
+/// cannot deadlock in either order).
+fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) -> Sized {
+    let store = fetcher.store.clone();
+    let requests = fetcher.requests.clone();
+    futures::stream::iter(items.into_iter().enumerate())
+        .map(move |(seq, item)| {
+            let (store, requests) = (store.clone(), requests.clone());
+            async move {
+                if !budget || item.size.is_some() {
+                    return (seq, Ok(item));
+                }
+                let Ok(_permit) = requests.acquire().await else {
+                    return (
+                        seq,
+                        Err(Error::Cancelled {
+                            uri: item.uri.to_string(),
+                        }),
+                    );
+                };
+                let sized = store.head(&item.uri).await.map(|meta| Item {
+                    size: Some(meta.size),
+                    etag: meta.etag,
+                    uri: item.uri,
+                });
+                (seq, sized)
+            }
+        })
+        .buffered(ahead)
+        .boxed()
+}
+
+/// Waits for the next item's prefetch slot and memory. Cancel-safe, for `select!`: an item
+/// taken from `sized` waits in `staged` until its memory is granted. `None` at the end.
+async fn admit(
+    slots: &Arc<Semaphore>,
+    sized: &mut Sized,
+    staged: &mut Option<(OwnedSemaphorePermit, usize, Result<Item>)>,
+    budget: Option<&Budget>,
+) -> Option<Admitted> {
+    if staged.is_none() {
+        let slot = slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore never closed");
+        let (seq, item) = sized.next().await?;
+        *staged = Some((slot, seq, item));
+    }
+    let size = match staged {
+        Some((_, _, Ok(item))) => item.size,
+        _ => None,
+    };
+    let memory = match (budget, size) {
+        (Some(b), Some(size)) => Some(b.reserve(size).await),
+        _ => None,
+    };
+    let (slot, seq, item) = staged.take().expect("staged above");
+    Some(Admitted {
+        seq,
+        item,
+        slot,
+        memory,
+    })
+}
+
 async fn drive(
     fetcher: Fetcher,
     items: Vec<Item>,
@@ -233,12 +340,10 @@ async fn drive(
     stats: Arc<Stats>,
 ) {
     let slots = Arc::new(Semaphore::new(opts.prefetch));
-    let budget_units = opts
-        .memory_budget
-        .map(|b| b.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32);
-    let memory = budget_units.map(|u| Arc::new(Semaphore::new(u as usize)));
+    let budget = opts.memory_budget.map(Budget::new);
+    let mut sized = sized_items(&fetcher, items, budget.is_some(), opts.prefetch);
+    let mut staged = None;
     let mut tasks: JoinSet<(usize, Delivery)> = JoinSet::new();
-    let mut pending = items.into_iter().enumerate();
     let mut reorder: BTreeMap<usize, Delivery> = BTreeMap::new();
     let mut next_out = 0;
     let mut exhausted = false;
@@ -283,52 +388,48 @@ async fn drive(
                     }
                 }
             }
-            slot = slots.clone().acquire_owned(), if !exhausted => {
-                let slot = slot.expect("semaphore never closed");
-                let Some((seq, item)) = pending.next() else {
+            admitted = admit(&slots, &mut sized, &mut staged, budget.as_ref()), if !exhausted => {
+                let Some(Admitted { seq, item, slot, memory }) = admitted else {
                     exhausted = true;
                     continue;
                 };
-                let memory = memory.clone();
                 let fetcher = fetcher.clone();
                 let stats = stats.clone();
-                let budget = budget_units.unwrap_or(0);
                 tasks.spawn(async move {
                     let t0 = Instant::now();
-                    // Objects of unknown size reserve one chunk; the fetch knows no more until
-                    // the first response, and an object larger than the whole budget takes it all.
-                    let want = item.size.unwrap_or(fetcher.planner.chunk_size.get()).div_ceil(MEMORY_UNIT).clamp(1, u64::from(budget.max(1))) as u32;
-                    let _memory_permit = match &memory {
-                        Some(m) => Some(m.clone().acquire_many_owned(want).await.expect("semaphore never closed")),
-                        None => None,
-                    };
-                    // A panic while fetching (a bug, or a reply no check foresaw) is this
-                    // object's error, delivered like any other: never a silently shorter epoch.
-                    let item_result = AssertUnwindSafe(fetcher.fetch(&item.uri, item.size))
-                        .catch_unwind()
-                        .await
-                        .unwrap_or_else(|panic| {
-                            let what = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_default();
-                            Err(Error::integrity(item.uri.to_string(), format!("fetch panicked: {what}")))
-                        });
-                    let item = match item_result {
-                        Ok(f) => {
+                    let item = match item {
+                        Ok(item) => fetch_one(&fetcher, &item).await.map(|f| {
                             stats.fetched(f.data.len() as u64, f.requests, f.attempts, t0.elapsed());
-                            Ok(Object { uri: item.uri, data: f.data })
-                        }
-                        Err(e) => {
-                            stats.failed();
-                            Err(e)
-                        }
+                            Object { uri: item.uri, data: f.data }
+                        }),
+                        Err(e) => Err(e),
                     };
-                    (seq, Delivery { item, _slot: Some(slot), _memory: _memory_permit })
+                    if item.is_err() {
+                        stats.failed();
+                    }
+                    (seq, Delivery { item, _slot: Some(slot), _memory: memory })
                 });
             }
             else => return,
         }
     }
+}
+
+/// Reads one item. A panic while fetching (a bug, or a reply no check foresaw) is this
+/// object's error, delivered like any other: never a silently shorter epoch.
+async fn fetch_one(fetcher: &Fetcher, item: &Item) -> Result<Fetched> {
+    AssertUnwindSafe(fetcher.fetch(&item.uri, item.size, item.etag.as_deref()))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(Error::integrity(
+                item.uri.to_string(),
+                format!("fetch panicked: {what}"),
+            ))
+        })
 }

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_backend_fs::FsStore;
 use sluice_core::{
-    ByteRange, Error, GetInfo, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
-    PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
+    ByteRange, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
+    ObjectWriter, PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
 };
 use std::sync::Arc;
 
@@ -89,13 +89,13 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).head(uri).await
     }
 
-    async fn get_into(
+    async fn get_into_with(
         &self,
         uri: &ObjectUri,
-        range: Option<ByteRange>,
+        opts: &GetOptions,
         dst: &mut Segment,
     ) -> Result<GetInfo> {
-        self.pick(uri).get_into(uri, range, dst).await
+        self.pick(uri).get_into_with(uri, opts, dst).await
     }
 
     async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {

@@ -223,6 +223,7 @@ async fn memory_budget_bounds_objects_in_flight() {
                     .map(|u| sluice_loader::Item {
                         uri: u.clone(),
                         size: Some(1 << 20),
+                        etag: None,
                     })
                     .collect(),
             );
@@ -423,10 +424,10 @@ impl ObjectStore for Hostile {
     async fn head(&self, _: &ObjectUri) -> sluice_core::Result<sluice_core::ObjectMeta> {
         unreachable!("the loader sends no HEAD")
     }
-    async fn get_into(
+    async fn get_into_with(
         &self,
         uri: &ObjectUri,
-        _: Option<sluice_core::ByteRange>,
+        _: &sluice_core::GetOptions,
         dst: &mut sluice_core::Segment,
     ) -> sluice_core::Result<sluice_core::GetInfo> {
         if uri.key() == "boom" {
@@ -474,19 +475,23 @@ async fn a_panicking_fetch_or_an_impossible_size_is_an_error_never_a_short_epoch
         sluice_loader::Item {
             uri: uri("a"),
             size: None,
+            etag: None,
         },
         sluice_loader::Item {
             uri: uri("boom"),
             size: None,
+            etag: None,
         },
         // A listing that claims 2^64-1 bytes: refused, not allocated.
         sluice_loader::Item {
             uri: uri("huge"),
             size: Some(u64::MAX),
+            etag: None,
         },
         sluice_loader::Item {
             uri: uri("b"),
             size: None,
+            etag: None,
         },
     ];
     let ds = Dataset::from_items(items);
@@ -528,4 +533,195 @@ async fn a_panicking_fetch_or_an_impossible_size_is_an_error_never_a_short_epoch
         saw_error |= r.is_err();
     }
     assert!(saw_error);
+}
+
+/// A store that measures the bytes its GETs are reading at once (by their segments' sizes).
+#[derive(Debug)]
+struct MeasuredGets {
+    inner: Arc<dyn ObjectStore>,
+    in_flight: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for MeasuredGets {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn head(&self, uri: &ObjectUri) -> sluice_core::Result<sluice_core::ObjectMeta> {
+        self.inner.head(uri).await
+    }
+    async fn get_into_with(
+        &self,
+        uri: &ObjectUri,
+        opts: &sluice_core::GetOptions,
+        dst: &mut sluice_core::Segment,
+    ) -> sluice_core::Result<sluice_core::GetInfo> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let len = dst.expected_len().unwrap_or(usize::MAX / 4);
+        let now = self.in_flight.fetch_add(len, SeqCst) + len;
+        self.peak.fetch_max(now, SeqCst);
+        let r = self.inner.get_into_with(uri, opts, dst).await;
+        self.in_flight.fetch_sub(len, SeqCst);
+        r
+    }
+    fn list(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+    ) -> futures::stream::BoxStream<'_, sluice_core::Result<sluice_core::ListEntry>> {
+        self.inner.list(prefix, recursive)
+    }
+    async fn put(
+        &self,
+        uri: &ObjectUri,
+        data: sluice_core::PutPayload,
+    ) -> sluice_core::Result<sluice_core::PutInfo> {
+        self.inner.put(uri, data).await
+    }
+    async fn delete(&self, uri: &ObjectUri) -> sluice_core::Result<()> {
+        self.inner.delete(uri).await
+    }
+    async fn writer(
+        &self,
+        uri: &ObjectUri,
+        opts: sluice_core::WriteOptions,
+    ) -> sluice_core::Result<Box<dyn sluice_core::ObjectWriter>> {
+        self.inner.writer(uri, opts).await
+    }
+}
+
+/// Objects named without sizes, big and small mixed, in input order under a budget smaller
+/// than two of the big ones: every object arrives whole and in order (no deadlock), the
+/// sizes are learned by HEAD before any memory is taken, and the bytes being read at once
+/// never exceed the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_budget_covers_unknown_sizes_and_input_order_never_deadlocks() {
+    const BUDGET: usize = 3 << 20;
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let sizes: Vec<usize> = (0..24)
+            .map(|i| if i % 5 == 1 { 2 << 20 } else { 300_000 })
+            .collect();
+        let uris = seed(&server, "budget/", &sizes);
+        server
+            .faults()
+            .inject(Fault::Latency(Duration::from_millis(20)), 1000);
+        let measured = Arc::new(MeasuredGets {
+            inner: store,
+            in_flight: Default::default(),
+            peak: Default::default(),
+        });
+        let o = LoaderOptions {
+            prefetch: 8,
+            order: Order::Input,
+            shuffle_seed: Some(3),
+            memory_budget: Some(BUDGET as u64),
+            range_threshold: sluice_core::RangePlanner::NEVER,
+            ..opts()
+        };
+        let ds = Dataset::from_uris(uris.clone());
+        let expected: Vec<ObjectUri> =
+            sluice_loader::dataset::plan_indices(uris.len(), Some(3), 0, Sharding::default())
+                .into_iter()
+                .map(|i| uris[i].clone())
+                .collect();
+        let mut loader = Loader::new(measured.clone(), &ds, o).unwrap();
+        let got: Vec<ObjectUri> = drain(&mut loader)
+            .await
+            .into_iter()
+            .map(|o| o.uri)
+            .collect();
+        assert_eq!(got, expected, "{backend}: every object, in input order");
+        assert_eq!(
+            server.faults().heads(),
+            24,
+            "{backend}: sizes learned by HEAD"
+        );
+        let peak = measured.peak.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            (2 << 20..=BUDGET).contains(&peak),
+            "{backend}: {peak} bytes read at once under a budget of {BUDGET}"
+        );
+    }
+}
+
+/// Overwritten between the ranges of one read (the test server swaps the object after a
+/// number of GETs): the reader gets one version whole, or an error saying the object
+/// changed, never a mix — whether the version is pinned by the listing's ETag, by the first
+/// range's, or only compared afterwards; one that grew since it was listed is refused, not
+/// truncated to the listed size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_changed_during_a_read_is_never_spliced_or_truncated() {
+    let key = "change/obj.bin";
+    let uri = ObjectUri::new(DEFAULT_BUCKET, key).unwrap();
+    let old = Bytes::from(pattern::generate(key, 2 << 20));
+    let new = Bytes::from(pattern::generate("another version", 2 << 20));
+    // One request at a time, so that the swap falls between two ranges deterministically.
+    let deliver = LoaderOptions {
+        on_error: OnError::Deliver,
+        max_requests: 1,
+        ..opts()
+    };
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        // The object read, or the error; its bytes are never printed (megabytes).
+        let read = |ds: Dataset| {
+            let mut loader = Loader::new(store.clone(), &ds, deliver.clone()).unwrap();
+            async move { within("next", loader.next()).await.unwrap().map(|o| o.data) }
+        };
+        let failed = |r: sluice_core::Result<Bytes>, what: &str| match r {
+            Ok(data) => panic!(
+                "{backend}, {what}: read {} bytes, expected an error",
+                data.len()
+            ),
+            Err(e) => e.to_string(),
+        };
+        let listed = || async {
+            server.insert(DEFAULT_BUCKET, key, old.clone());
+            let prefix = ObjectUri::new(DEFAULT_BUCKET, "change/").unwrap();
+            Dataset::from_prefix(store.as_ref(), &prefix, None)
+                .await
+                .unwrap()
+        };
+        let sized_only = Dataset::from_items(vec![sluice_loader::Item {
+            uri: uri.clone(),
+            size: Some(2 << 20),
+            etag: None,
+        }]);
+        // 8 ranges of 256 KiB; the swap comes after the 1st or 3rd GET.
+        for (what, ds, after) in [
+            ("listed", listed().await, 3),
+            ("unlisted", Dataset::from_uris([uri.clone()]), 1),
+            ("size without ETag", sized_only.clone(), 3),
+        ] {
+            server.insert(DEFAULT_BUCKET, key, old.clone());
+            server.faults().replace_after_gets(key, after, new.clone());
+            let msg = failed(read(ds).await, what);
+            assert!(
+                msg.contains("changed while being read") && msg.contains(key),
+                "{backend}, {what}: {msg}"
+            );
+        }
+        // Overwritten after the listing, before any read: the listed version is gone.
+        let ds = listed().await;
+        server.insert(DEFAULT_BUCKET, key, new.clone());
+        let err = failed(read(ds).await, "overwritten after listing");
+        assert!(err.contains("changed"), "{backend}: {err}");
+        // Not overwritten: the one version, whole.
+        server.faults().clear();
+        server.insert(DEFAULT_BUCKET, key, old.clone());
+        let whole = read(sized_only.clone()).await.map_err(|e| e.to_string());
+        assert!(
+            whole.as_ref() == Ok(&old),
+            "{backend}: not the old version whole"
+        );
+        // Grown since its size was learned: refused, not truncated.
+        server.insert(DEFAULT_BUCKET, key, Bytes::from(vec![1u8; 3 << 20]));
+        let err = read(sized_only).await.unwrap_err();
+        assert!(
+            err.to_string().contains("changed while being read"),
+            "{backend}: {err}"
+        );
+    }
 }

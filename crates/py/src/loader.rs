@@ -82,6 +82,7 @@ impl Dataset {
                 Ok(sluice_loader::Item {
                     uri: parse_uri(&u)?,
                     size,
+                    etag: None,
                 })
             })
             .collect::<PyResult<Vec<_>>>()?;

@@ -48,6 +48,15 @@ pub struct Faults {
     fired: AtomicU64,
     active: AtomicU64,
     peak: AtomicU64,
+    replacement: Mutex<Option<Replacement>>,
+}
+
+/// An overwrite due after a number of GETs of one key (see `Faults::replace_after_gets`).
+#[derive(Debug)]
+struct Replacement {
+    key: String,
+    gets_left: u64,
+    data: bytes::Bytes,
 }
 
 /// Marks one request as being served; see `Faults::peak_concurrency`.
@@ -72,6 +81,28 @@ impl Faults {
     /// Disarms everything.
     pub fn clear(&self) {
         self.armed.lock().unwrap().clear();
+        *self.replacement.lock().unwrap() = None;
+    }
+
+    /// Overwrites `key` with `data` once `gets` GETs of it have been answered (the last of
+    /// them still with the old version): an object replaced between the ranges of one read.
+    pub fn replace_after_gets(&self, key: &str, gets: u64, data: bytes::Bytes) {
+        *self.replacement.lock().unwrap() = Some(Replacement {
+            key: key.to_owned(),
+            gets_left: gets,
+            data,
+        });
+    }
+
+    /// The new data for `key` when the GET being answered is the last before the overwrite.
+    pub(crate) fn replacement_due(&self, key: &str) -> Option<bytes::Bytes> {
+        let mut slot = self.replacement.lock().unwrap();
+        let r = slot.as_mut().filter(|r| r.key == key)?;
+        r.gets_left = r.gets_left.saturating_sub(1);
+        if r.gets_left > 0 {
+            return None;
+        }
+        slot.take().map(|r| r.data)
     }
 
     fn take(&self, body: bool) -> Option<Fault> {

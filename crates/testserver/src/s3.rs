@@ -207,6 +207,11 @@ impl S3 for MemoryS3 {
             .storage
             .get(&i.bucket, &i.key)
             .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        if let Some(data) = self.faults.replacement_due(&i.key) {
+            self.storage
+                .put(&i.bucket, &i.key, StoredObject::new(data))
+                .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        }
         if let Some(ETagCondition::ETag(want)) = &i.if_match
             && want.value() != obj.etag.trim_matches('"')
         {
