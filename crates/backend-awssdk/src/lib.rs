@@ -163,6 +163,10 @@ impl GetAttempt for AwsSdkStore {
 
 #[async_trait]
 impl MultipartApi for AwsSdkStore {
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        ObjectStore::head(self, uri).await
+    }
+
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let s = uri.to_string();
         let _permit = self.permit().await;
@@ -316,8 +320,9 @@ impl ObjectStore for AwsSdkStore {
     }
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
         multipart::put(
-            self,
+            &api,
             &self.cfg.retry,
             uri,
             data.0,

@@ -157,6 +157,10 @@ impl GetAttempt for HyperStore {
 
 #[async_trait]
 impl MultipartApi for HyperStore {
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        ObjectStore::head(self, uri).await
+    }
+
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
@@ -301,8 +305,9 @@ impl ObjectStore for HyperStore {
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
         let cfg = self.cfg();
+        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
         multipart::put(
-            self,
+            &api,
             &cfg.retry,
             uri,
             data.0,

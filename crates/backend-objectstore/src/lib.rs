@@ -192,6 +192,10 @@ const OWN_RETRIES: RetryPolicy = RetryPolicy::none();
 /// loop and streaming writer like every backend's.
 #[async_trait]
 impl MultipartApi for ObjectStoreBackend {
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        ObjectStore::head(self, uri).await
+    }
+
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let r = self
             .store(uri.bucket())?
@@ -317,8 +321,9 @@ impl ObjectStore for ObjectStoreBackend {
     }
 
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
         multipart::put(
-            self,
+            &api,
             &OWN_RETRIES,
             uri,
             data.0,

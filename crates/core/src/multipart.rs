@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::retry::{RetryPolicy, retry};
-use crate::store::PutInfo;
+use crate::store::{ObjectMeta, PutInfo};
 use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
@@ -40,11 +40,128 @@ pub trait MultipartApi: Send + Sync + 'static {
         parts: &[(u32, String)],
     ) -> Result<Option<String>>;
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()>;
+    /// HEAD of the object: tells a Complete that was applied but whose answer was lost
+    /// from one that never happened.
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
 }
 
-/// Uploads `data` as parts of `part_size` bytes (the last shorter).
-pub async fn upload(
+/// Aborts `upload_id` in the background (from `Drop`, where nothing can be awaited), on
+/// `runtime`: a process that forked must not abort its parent's upload, so only `owner`
+/// does.
+fn abort_in_background(
+    api: Arc<dyn MultipartApi>,
+    uri: ObjectUri,
+    upload_id: String,
+    runtime: Option<&tokio::runtime::Handle>,
+    owner: u32,
+) {
+    if owner != std::process::id() {
+        return;
+    }
+    match runtime {
+        Some(rt) => {
+            rt.spawn(async move {
+                if let Err(e) = api.abort_upload(&uri, &upload_id).await {
+                    tracing::warn!(%uri, upload_id, error = %e, "could not abort dropped multipart upload");
+                }
+            });
+        }
+        None => {
+            tracing::warn!(%uri, upload_id, "dropped multipart upload not aborted: no runtime")
+        }
+    }
+}
+
+/// An upload that is aborted if this guard is dropped armed: the future of a whole-object
+/// upload dropped before Complete (Ctrl-C, a caller's timeout) leaves no parts behind.
+struct AbortGuard {
+    api: Arc<dyn MultipartApi>,
+    uri: ObjectUri,
+    upload_id: Option<String>,
+    runtime: Option<tokio::runtime::Handle>,
+    owner: u32,
+}
+
+impl AbortGuard {
+    fn disarm(&mut self) {
+        self.upload_id = None;
+    }
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        if let Some(id) = self.upload_id.take() {
+            abort_in_background(
+                self.api.clone(),
+                self.uri.clone(),
+                id,
+                self.runtime.as_ref(),
+                self.owner,
+            );
+        }
+    }
+}
+
+/// S3's ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<parts>`.
+/// `None` when a part's ETag is not an MD5 (stores that do not follow the convention).
+fn multipart_etag(parts: &[(u32, String)]) -> Option<String> {
+    use md5::{Digest, Md5};
+    let mut all = Md5::new();
+    for (_, etag) in parts {
+        let hex = etag.trim_matches('"');
+        if hex.len() != 32 {
+            return None;
+        }
+        for i in (0..32).step_by(2) {
+            all.update([u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()?]);
+        }
+    }
+    let digest = all.finalize();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    Some(format!("\"{hex}-{}\"", parts.len()))
+}
+
+fn no_such_upload(e: &Error) -> bool {
+    matches!(e, Error::NotFound { code, .. } | Error::Service { code, .. } if code == "NoSuchUpload")
+}
+
+/// CompleteMultipartUpload with retries. A retry answered `NoSuchUpload` usually means an
+/// earlier attempt was applied and only its answer was lost: the object is then checked by
+/// HEAD, and the upload counts as done only if its ETag is the one these parts make.
+async fn complete(
     api: &dyn MultipartApi,
+    policy: &RetryPolicy,
+    uri: &ObjectUri,
+    upload_id: &str,
+    parts: &[(u32, String)],
+) -> Result<Option<String>> {
+    let sent = std::sync::atomic::AtomicBool::new(false);
+    retry(policy, || async {
+        let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
+        match api.complete_upload(uri, upload_id, parts).await {
+            Err(e) if again && no_such_upload(&e) => {
+                let expected = multipart_etag(parts);
+                match api.head_object(uri).await {
+                    Ok(meta) if expected.is_some() && meta.etag == expected => Ok(meta.etag),
+                    _ => Err(Error::integrity(
+                        uri.to_string(),
+                        format!(
+                            "CompleteMultipartUpload was retried and the upload is gone ({e}), \
+                             but the object is not the one these parts make: it was not written"
+                        ),
+                    )),
+                }
+            }
+            r => r,
+        }
+    })
+    .await
+}
+
+/// Uploads `data` as parts of `part_size` bytes (the last shorter). On error, or if this
+/// future is dropped before Complete, the upload is aborted.
+pub async fn upload(
+    api: &Arc<dyn MultipartApi>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
@@ -61,18 +178,25 @@ pub async fn upload(
         ));
     }
     let upload_id = retry(policy, || api.create_upload(uri)).await?;
+    let mut guard = AbortGuard {
+        api: api.clone(),
+        uri: uri.clone(),
+        upload_id: Some(upload_id.clone()),
+        runtime: tokio::runtime::Handle::try_current().ok(),
+        owner: std::process::id(),
+    };
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
         .enumerate()
         .map(|(i, c)| (i as u32 + 1, data.slice_ref(c)))
         .collect();
     let uploaded: Result<Vec<(u32, String)>> = futures::stream::iter(parts)
-        .map(|(n, chunk)| upload_part(api, policy, uri, &upload_id, n, chunk))
+        .map(|(n, chunk)| upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk))
         .buffered(PART_CONCURRENCY)
         .try_collect()
         .await;
     let result = match uploaded {
-        Ok(parts) => retry(policy, || api.complete_upload(uri, &upload_id, &parts))
+        Ok(parts) => complete(api.as_ref(), policy, uri, &upload_id, &parts)
             .await
             .map(|etag| PutInfo {
                 etag,
@@ -80,6 +204,7 @@ pub async fn upload(
             }),
         Err(e) => Err(e),
     };
+    guard.disarm();
     if result.is_err()
         && let Err(abort) = api.abort_upload(uri, &upload_id).await
     {
@@ -113,7 +238,7 @@ async fn upload_part(
 
 /// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
 pub async fn put(
-    api: &dyn MultipartApi,
+    api: &Arc<dyn MultipartApi>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
@@ -297,10 +422,7 @@ impl MultipartWriter {
         }
         self.done.sort_unstable_by_key(|p| p.0);
         let id = self.upload_id.clone().unwrap_or_default();
-        let etag = retry(&self.policy, || {
-            self.api.complete_upload(&self.uri, &id, &self.done)
-        })
-        .await?;
+        let etag = complete(self.api.as_ref(), &self.policy, &self.uri, &id, &self.done).await?;
         Ok(WriteInfo {
             total_bytes: self.written,
             parts: self.done.len() as u32,
@@ -351,24 +473,16 @@ impl Drop for MultipartWriter {
     fn drop(&mut self) {
         // Dropping the JoinSet cancels the parts in flight; the upload itself must be aborted
         // by a request, or its parts stay (and cost) until a lifecycle rule removes them.
-        let Some(id) = self.upload_id.take() else {
-            return;
-        };
-        if !self.opts.abort_on_drop || self.owner != std::process::id() {
-            return;
-        }
-        let (api, uri) = (self.api.clone(), self.uri.clone());
-        match &self.runtime {
-            Some(rt) => {
-                rt.spawn(async move {
-                    if let Err(e) = api.abort_upload(&uri, &id).await {
-                        tracing::warn!(%uri, upload_id = id, error = %e, "could not abort dropped multipart upload");
-                    }
-                });
-            }
-            None => {
-                tracing::warn!(uri = %self.uri, upload_id = id, "dropped multipart upload not aborted: no runtime")
-            }
+        if let Some(id) = self.upload_id.take()
+            && self.opts.abort_on_drop
+        {
+            abort_in_background(
+                self.api.clone(),
+                self.uri.clone(),
+                id,
+                self.runtime.as_ref(),
+                self.owner,
+            );
         }
     }
 }
@@ -391,6 +505,17 @@ mod tests {
         no_etag_part: Option<u32>,
         aborted: Mutex<bool>,
         completed: Mutex<Vec<(u32, String)>>,
+        /// Apply the first Complete but lose its answer; later ones find no upload.
+        lose_complete_answer: bool,
+        complete_calls: Mutex<u32>,
+        /// What HEAD reports as the object's ETag.
+        head_etag: Mutex<Option<String>>,
+        /// Hold every part this long (to drop an upload half-way).
+        hang_parts: bool,
+    }
+
+    fn api(fake: &Arc<Fake>) -> Arc<dyn MultipartApi> {
+        fake.clone()
     }
 
     #[async_trait]
@@ -418,6 +543,9 @@ mod tests {
             if let Some(d) = self.part_delay {
                 tokio::time::sleep(d).await;
             }
+            if self.hang_parts {
+                std::future::pending::<()>().await;
+            }
             self.active.lock().unwrap().0 -= 1;
             if self.fail_part == Some(n) {
                 return Err(Error::from_service(
@@ -429,20 +557,42 @@ mod tests {
                 ));
             }
             self.parts.lock().unwrap().push((n, data));
-            Ok((self.no_etag_part != Some(n)).then(|| format!("\"etag{n}\"")))
+            // MD5-shaped, as S3's are, so that the object's ETag can be derived from them.
+            Ok((self.no_etag_part != Some(n)).then(|| format!("\"{n:032x}\"")))
         }
         async fn complete_upload(
             &self,
-            _: &ObjectUri,
+            uri: &ObjectUri,
             _: &str,
             parts: &[(u32, String)],
         ) -> Result<Option<String>> {
+            let calls = {
+                let mut c = self.complete_calls.lock().unwrap();
+                *c += 1;
+                *c
+            };
+            if self.lose_complete_answer {
+                return Err(if calls == 1 {
+                    *self.completed.lock().unwrap() = parts.to_vec();
+                    Error::transport(uri.to_string(), "connection reset")
+                } else {
+                    Error::from_service(uri.to_string(), 404, "NoSuchUpload", "", None)
+                });
+            }
             *self.completed.lock().unwrap() = parts.to_vec();
             Ok(Some("\"final-3\"".into()))
         }
         async fn abort_upload(&self, _: &ObjectUri, _: &str) -> Result<()> {
             *self.aborted.lock().unwrap() = true;
             Ok(())
+        }
+        async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+            Ok(ObjectMeta {
+                uri: uri.clone(),
+                size: 0,
+                etag: self.head_etag.lock().unwrap().clone(),
+                last_modified: None,
+            })
         }
     }
 
@@ -456,10 +606,10 @@ mod tests {
 
     #[tokio::test]
     async fn parts_are_zero_copy_slices_completed_in_order() {
-        let fake = Fake::default();
+        let fake = Arc::new(Fake::default());
         let data = Bytes::from((0..25u8).collect::<Vec<_>>());
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let info = upload(&fake, &policy(), &uri, data.clone(), 10)
+        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10)
             .await
             .unwrap();
         assert_eq!(info.parts, Some(3));
@@ -477,12 +627,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_part_aborts_the_upload() {
-        let fake = Fake {
+        let fake = Arc::new(Fake {
             fail_part: Some(2),
             ..Default::default()
-        };
+        });
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let err = upload(&fake, &policy(), &uri, Bytes::from(vec![0; 30]), 10)
+        let err = upload(&api(&fake), &policy(), &uri, Bytes::from(vec![0; 30]), 10)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("InvalidArgument"), "{err}");
@@ -491,12 +641,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_part_without_etag_fails_the_upload_naming_it() {
-        let fake = Fake {
+        let fake = Arc::new(Fake {
             no_etag_part: Some(3),
             ..Default::default()
-        };
+        });
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let err = upload(&fake, &policy(), &uri, Bytes::from(vec![0; 30]), 10)
+        let err = upload(&api(&fake), &policy(), &uri, Bytes::from(vec![0; 30]), 10)
             .await
             .unwrap_err();
         assert!(
@@ -655,5 +805,75 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("part_size"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_complete_whose_answer_was_lost_is_checked_by_head() {
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let data = Bytes::from(vec![0; 25]);
+        let parts: Vec<(u32, String)> = (1..=3).map(|n| (n, format!("\"{n:032x}\""))).collect();
+        let right = multipart_etag(&parts).unwrap();
+        // The object HEAD finds is the one the parts make: written.
+        let fake = Arc::new(Fake {
+            lose_complete_answer: true,
+            head_etag: Mutex::new(Some(right.clone())),
+            ..Default::default()
+        });
+        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10)
+            .await
+            .unwrap();
+        assert_eq!(info.etag, Some(right));
+        assert!(!*fake.aborted.lock().unwrap());
+        // Another object (someone else's write, or none): an error, and the upload aborted.
+        let fake = Arc::new(Fake {
+            lose_complete_answer: true,
+            head_etag: Mutex::new(Some("\"other-3\"".into())),
+            ..Default::default()
+        });
+        let err = upload(&api(&fake), &policy(), &uri, data, 10)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("was not written"), "{err}");
+        assert!(*fake.aborted.lock().unwrap());
+    }
+
+    #[test]
+    fn multipart_etags_follow_s3s_rule() {
+        // Two parts whose ETags are md5("a"): md5 of the two binary digests, then "-2"
+        // (the value Python's hashlib gives).
+        let md5a = "\"0cc175b9c0f1b6a831c399e269772661\"".to_owned();
+        assert_eq!(
+            multipart_etag(&[(1, md5a.clone()), (2, md5a)]).as_deref(),
+            Some("\"7b3c799ee8b11a11c798c8b41bed8502-2\"")
+        );
+        assert_eq!(multipart_etag(&[(1, "\"not-md5\"".into())]), None);
+    }
+
+    #[tokio::test]
+    async fn a_whole_object_upload_dropped_before_complete_is_aborted() {
+        let fake = Arc::new(Fake {
+            hang_parts: true,
+            ..Default::default()
+        });
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let (a, p) = (api(&fake), policy());
+        let upload = upload(&a, &p, &uri, Bytes::from(vec![0; 30]), 10);
+        // Ctrl-C, or a caller's timeout: the future is dropped with parts in flight.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), upload)
+                .await
+                .is_err()
+        );
+        for _ in 0..100 {
+            if *fake.aborted.lock().unwrap() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            *fake.aborted.lock().unwrap(),
+            "the dropped upload was aborted"
+        );
+        assert!(fake.completed.lock().unwrap().is_empty());
     }
 }

@@ -172,7 +172,7 @@ impl TestServer {
         self.storage.create_bucket(bucket);
         self.storage
             .put(bucket, key, storage::StoredObject::new(data.into()))
-            .expect("bucket exists");
+            .expect("bucket exists, and the key is a safe path under --data-dir");
     }
 
     pub fn storage(&self) -> &Storage {

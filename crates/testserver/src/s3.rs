@@ -58,6 +58,10 @@ fn missing(m: Missing, bucket: &str, key: &str) -> S3Error {
             S3ErrorCode::NoSuchKey,
             format!("key {key} does not exist in bucket {bucket}"),
         ),
+        Missing::UnsafeKey => S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            format!("key {key:?} is not a safe file path under the server's --data-dir"),
+        ),
     }
 }
 

@@ -133,7 +133,7 @@ impl Storage {
 
     pub fn put(&self, bucket: &str, key: &str, obj: StoredObject) -> Result<(), Missing> {
         if let Some(dir) = &self.dir {
-            let path = dir.join(bucket).join(key);
+            let path = file_path(dir, bucket, key)?;
             if let Some(p) = path.parent() {
                 std::fs::create_dir_all(p).ok();
             }
@@ -150,10 +150,14 @@ impl Storage {
 
     /// S3 DELETE is idempotent: deleting a missing key succeeds.
     pub fn delete(&self, bucket: &str, key: &str) -> Result<(), Missing> {
+        let path = match &self.dir {
+            Some(dir) => Some(file_path(dir, bucket, key)?),
+            None => None,
+        };
         let mut b = self.buckets.write().unwrap();
         b.get_mut(bucket).ok_or(Missing::Bucket)?.remove(key);
-        if let Some(dir) = &self.dir {
-            std::fs::remove_file(dir.join(bucket).join(key)).ok();
+        if let Some(path) = path {
+            std::fs::remove_file(path).ok();
         }
         Ok(())
     }
@@ -183,4 +187,22 @@ impl Storage {
 pub enum Missing {
     Bucket,
     Key,
+    /// A key that is not a safe relative file path, refused with `--data-dir`.
+    UnsafeKey,
+}
+
+/// Where `key` lives under `dir`: only keys that are plain relative paths (no `..` or `.`
+/// segment, no empty segment, no leading `/`, no NUL, not a directory marker), so that no
+/// request can write or delete outside the directory.
+fn file_path(dir: &Path, bucket: &str, key: &str) -> Result<PathBuf, Missing> {
+    let unsafe_key = key.is_empty()
+        || key.starts_with('/')
+        || key.contains('\0')
+        || key
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..");
+    if unsafe_key {
+        return Err(Missing::UnsafeKey);
+    }
+    Ok(dir.join(bucket).join(key))
 }

@@ -259,4 +259,30 @@ async fn data_dir_persists_across_restarts() {
     )
     .await;
     assert_eq!(get.body.unwrap(), Bytes::from_static(b"persisted"));
+    // Keys that are not plain relative paths are refused, never joined into a path.
+    let storage = server.storage();
+    for key in [
+        "../../escape",
+        "a/../../../escape",
+        "/abs",
+        "a//b",
+        "dir/",
+        "a/./b",
+        "nul\0",
+    ] {
+        let obj = sluice_testserver::storage::StoredObject::new(Bytes::from_static(b"x"));
+        assert!(
+            matches!(
+                storage.put(DEFAULT_BUCKET, key, obj),
+                Err(sluice_testserver::storage::Missing::UnsafeKey)
+            ),
+            "PUT {key:?}"
+        );
+        assert!(
+            storage.delete(DEFAULT_BUCKET, key).is_err(),
+            "DELETE {key:?}"
+        );
+    }
+    assert!(!dir.path().parent().unwrap().join("escape").exists());
+    assert!(!dir.path().join("escape").exists());
 }

@@ -91,7 +91,8 @@ class Loader:
     permutation, new per epoch; ``rank``/``world_size``/``worker_id``/``num_workers``: this
     reader's shard (disjoint, together complete); objects of at least ``range_threshold``
     bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` (8 MiB), 2**64-1 turns
-    that off; ``max_requests``: HTTP requests in flight; ``memory_budget``: bytes in flight;
+    that off; ``max_requests``: HTTP requests in flight; ``memory_budget``: bytes in flight
+    (fetching or waiting to be taken; objects given without a size are sized by a HEAD first);
     ``on_error``: "raise" or "deliver" (failed objects raise from ``__next__`` and reading
     goes on); ``reuse_buffers``: loaders of this process with the same window share a pool,
     so a second epoch reuses the first one's memory (at most one window stays idle)."""
