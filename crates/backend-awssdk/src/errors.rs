@@ -12,6 +12,15 @@ where
 {
     let request_id = e.request_id().map(str::to_owned);
     match e {
+        // A success status the SDK could not read (a listing that is not XML, a number out
+        // of range): the reply is broken, not an S3 error.
+        SdkError::ServiceError(ref ctx) if ctx.raw().status().is_success() => {
+            let status = ctx.raw().status().as_u16();
+            Error::integrity(
+                uri,
+                format!("unreadable HTTP {status} reply: {}", error_chain(&e)),
+            )
+        }
         SdkError::ServiceError(ctx) => {
             let status = ctx.raw().status().as_u16();
             let err = ctx.err();

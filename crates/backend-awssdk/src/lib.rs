@@ -93,9 +93,11 @@ impl AwsSdkStore {
             .collect();
         for o in page.contents() {
             let Some(key) = o.key() else { continue };
+            let uri = prefix.with_key(key.to_owned());
+            let size = length(&uri.to_string(), "the listing", o.size())?;
             entries.push(ListEntry::Object(ObjectMeta {
-                uri: prefix.with_key(key.to_owned()),
-                size: o.size().and_then(|n| u64::try_from(n).ok()).unwrap_or(0),
+                uri,
+                size,
                 etag: o.e_tag().map(str::to_owned),
                 last_modified: o
                     .last_modified()

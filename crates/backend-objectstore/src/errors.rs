@@ -2,12 +2,46 @@
 //! in its error text for most failures, so the status and S3 code are read back from it.
 
 use sluice_core::error::error_chain;
-use sluice_core::{Error, ObjectUri};
+use sluice_core::{Error, ObjectUri, TimeoutPhase, Timeouts};
 
-pub fn map_error(uri: &ObjectUri, e: object_store::Error) -> Error {
+/// object_store's refusal of a 200 (the whole object) to a ranged GET.
+pub fn not_partial(e: &object_store::Error) -> bool {
+    error_chain(e).contains("non-partial response")
+}
+
+/// A 416: the range asked for is not in the object (`bytes=0-` of an empty one).
+pub fn range_not_satisfiable(e: &object_store::Error) -> bool {
+    let text = error_chain(e);
+    http_status(&text) == Some(416) || text.contains("InvalidRange")
+}
+
+pub fn map_error(uri: &ObjectUri, timeouts: &Timeouts, e: object_store::Error) -> Error {
     let text = error_chain(&e);
     let u = uri.to_string();
     let code = s3_code(&text);
+    // object_store's own checks of a reply against the range asked ("Requested 0..100, got
+    // 0..200", a 200 to a range): the reply is wrong, as core's checks would say.
+    if text.contains("non-partial response")
+        || (text.contains("Requested ") && text.contains(", got "))
+    {
+        return Error::integrity(u, text);
+    }
+    if text.contains("timed out") && http_status(&text).is_none() {
+        let (phase, after) = if text.contains("connect") {
+            (TimeoutPhase::Connect, timeouts.connect)
+        } else {
+            // The client's read timeout (see `build`).
+            (
+                TimeoutPhase::FirstByte,
+                timeouts.first_byte.max(timeouts.stall),
+            )
+        };
+        return Error::Timeout {
+            uri: u,
+            phase,
+            after,
+        };
+    }
     match e {
         object_store::Error::NotFound { .. } => Error::NotFound {
             uri: u,

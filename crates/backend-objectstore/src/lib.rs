@@ -11,7 +11,7 @@ mod errors;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use errors::map_error;
+use errors::{map_error, not_partial, range_not_satisfiable};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
@@ -24,8 +24,9 @@ use object_store::{
 use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 use sluice_core::{
-    CredentialsCache, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
-    ObjectWriter, PutInfo, PutPayload, Result, RetryPolicy, Segment, StoreConfig, WriteOptions,
+    ByteRange, CredentialsCache, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore,
+    ObjectUri, ObjectWriter, PutInfo, PutPayload, Result, RetryPolicy, Segment, StoreConfig,
+    WriteOptions,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -158,24 +159,48 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
 impl GetAttempt for ObjectStoreBackend {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let store = self.store(req.uri.bucket())?;
+        // A whole object is asked for as `bytes=0-`: object_store then checks the reply's
+        // Content-Range and reports it, where an unranged GET answered with a part of the
+        // object (206 bytes 0-49/100) would pass as the whole of a 50-byte object.
+        let asked = req.range.unwrap_or(ByteRange::from_offset(0));
         let opts = object_store::GetOptions {
-            range: req.range.map(|r| match r.end() {
-                Some(end) => GetRange::Bounded(r.start()..end),
-                None => GetRange::Offset(r.start()),
+            range: Some(match asked.end() {
+                Some(end) => GetRange::Bounded(asked.start()..end),
+                None => GetRange::Offset(asked.start()),
             }),
             if_match: req.if_match.map(str::to_owned),
             ..Default::default()
         };
-        let res = store
-            .get_opts(&path(req.uri), opts)
-            .await
-            .map_err(|e| map_error(req.uri, e))?;
-        let range = res.range.clone();
-        sink.begin(ResponseHead {
-            content_length: range.end - range.start,
-            object_size: Some(res.meta.size),
-            etag: res.meta.e_tag.clone(),
-        })?;
+        let res = match store.get_opts(&path(req.uri), opts.clone()).await {
+            // From byte 0, the whole object may be the answer: an empty object (S3 answers
+            // `bytes=0-` with 416), or a 200 to a range, which object_store refuses and HTTP
+            // allows (RFC 9110 §14.2; some gateways do it). Read it unranged, and let the
+            // checks below judge it.
+            Err(e)
+                if asked.start() == 0
+                    && (not_partial(&e) || (req.range.is_none() && range_not_satisfiable(&e))) =>
+            {
+                let whole = object_store::GetOptions {
+                    range: None,
+                    ..opts
+                };
+                store.get_opts(&path(req.uri), whole).await
+            }
+            r => r,
+        }
+        .map_err(|e| map_error(req.uri, &self.cfg.timeouts, e))?;
+        // object_store reports the range it got and the object's size; checked against the
+        // request by core like every backend's headers (object_store checks less).
+        let (got, size) = (res.range.clone(), res.meta.size);
+        let content_range = (got != (0..size) || (req.range.is_some() && got.end > got.start))
+            .then(|| format!("bytes {}-{}/{size}", got.start, got.end.saturating_sub(1)));
+        sink.begin(ResponseHead::from_headers(
+            req.uri,
+            req.range,
+            got.end - got.start,
+            content_range.as_deref(),
+            res.meta.e_tag.clone(),
+        )?)?;
         let uri = req.uri.to_string();
         sink.drain(self.cfg.timeouts.stall, res.into_stream(), |e| {
             Error::transport_with(&uri, e)
@@ -201,7 +226,7 @@ impl MultipartApi for ObjectStoreBackend {
             .store(uri.bucket())?
             .put(&path(uri), data.into())
             .await
-            .map_err(|e| map_error(uri, e))?;
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
         Ok(r.e_tag)
     }
 
@@ -209,7 +234,7 @@ impl MultipartApi for ObjectStoreBackend {
         self.store(uri.bucket())?
             .create_multipart(&path(uri))
             .await
-            .map_err(|e| map_error(uri, e))
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))
     }
 
     async fn upload_part(
@@ -224,7 +249,7 @@ impl MultipartApi for ObjectStoreBackend {
             .store(uri.bucket())?
             .put_part(&path(uri), &id, part_number as usize - 1, data.into())
             .await
-            .map_err(|e| map_error(uri, e))?;
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
         Ok(Some(part.content_id))
     }
 
@@ -244,7 +269,7 @@ impl MultipartApi for ObjectStoreBackend {
             .store(uri.bucket())?
             .complete_multipart(&path(uri), &upload_id.to_owned(), parts)
             .await
-            .map_err(|e| map_error(uri, e))?;
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
         Ok(r.e_tag)
     }
 
@@ -252,7 +277,7 @@ impl MultipartApi for ObjectStoreBackend {
         self.store(uri.bucket())?
             .abort_multipart(&path(uri), &upload_id.to_owned())
             .await
-            .map_err(|e| map_error(uri, e))
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))
     }
 }
 
@@ -267,7 +292,7 @@ impl ObjectStore for ObjectStoreBackend {
             .store(uri.bucket())?
             .head(&path(uri))
             .await
-            .map_err(|e| map_error(uri, e))?;
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
         Ok(meta(uri, m))
     }
 
@@ -288,13 +313,32 @@ impl ObjectStore for ObjectStoreBackend {
         };
         // object_store lists by path segments: "a/b/" and "a/b" both mean the folder a/b.
         let p = (!prefix.key().is_empty()).then(|| Path::from(prefix.key()));
+        let timeouts = self.cfg.timeouts;
         if recursive {
             let u = prefix.clone();
+            // object_store follows continuation tokens itself, so a server repeating one
+            // would page forever; S3 lists keys in strictly increasing order, so a key that
+            // does not come after the previous one ends the listing with an error instead.
+            let mut last: Option<String> = None;
             return store
                 .list(p.as_ref())
                 .map(move |r| {
-                    r.map(|m| ListEntry::Object(meta(&u, m)))
-                        .map_err(|e| map_error(&u, e))
+                    let m = r.map_err(|e| map_error(&u, &timeouts, e))?;
+                    let key = m.location.to_string();
+                    if last.as_ref().is_some_and(|prev| *prev >= key) {
+                        return Err(Error::integrity(
+                            u.to_string(),
+                            format!("the listing repeated or went back to key {key:?}: it would never end"),
+                        ));
+                    }
+                    last = Some(key);
+                    Ok(ListEntry::Object(meta(&u, m)))
+                })
+                // Nothing after the first error: the stream it came from may be endless.
+                .scan(false, |failed, r| {
+                    let stop = *failed;
+                    *failed |= r.is_err();
+                    futures::future::ready((!stop).then_some(r))
                 })
                 .boxed();
         }
@@ -302,7 +346,7 @@ impl ObjectStore for ObjectStoreBackend {
             let listed = store
                 .list_with_delimiter(p.as_ref())
                 .await
-                .map_err(|e| map_error(&prefix, e))?;
+                .map_err(|e| map_error(&prefix, &timeouts, e))?;
             let mut entries: Vec<Result<ListEntry>> = listed
                 .common_prefixes
                 .into_iter()
@@ -347,6 +391,6 @@ impl ObjectStore for ObjectStoreBackend {
         self.store(uri.bucket())?
             .delete(&path(uri))
             .await
-            .map_err(|e| map_error(uri, e))
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))
     }
 }

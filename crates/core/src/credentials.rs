@@ -49,9 +49,11 @@ impl CredentialsCache {
         Self::from_provider(SharedCredentialsProvider::new(creds))
     }
 
+    /// Credentials from `provider`, whose secrets are kept out of every error message
+    /// (see `error::register_secret`) — also where a backend's own stack uses `provider()`.
     pub fn from_provider(provider: SharedCredentialsProvider) -> Self {
         Self {
-            source: Source::Provider(provider),
+            source: Source::Provider(SharedCredentialsProvider::new(Redacting(provider))),
             cached: Arc::default(),
         }
     }
@@ -92,6 +94,28 @@ impl CredentialsCache {
         })?;
         *slot = Some(creds.clone());
         Ok(Some(creds))
+    }
+}
+
+/// A provider that registers the secrets it hands out for redaction.
+#[derive(Debug)]
+struct Redacting(SharedCredentialsProvider);
+
+impl ProvideCredentials for Redacting {
+    fn provide_credentials<'a>(
+        &'a self,
+    ) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        aws_credential_types::provider::future::ProvideCredentials::new(async move {
+            let creds = self.0.provide_credentials().await?;
+            crate::error::register_secret(creds.secret_access_key());
+            if let Some(token) = creds.session_token() {
+                crate::error::register_secret(token);
+            }
+            Ok(creds)
+        })
     }
 }
 

@@ -209,6 +209,30 @@ impl Error {
     }
 }
 
+/// The secret values this process signs with (secret keys, session tokens), registered as
+/// credentials are resolved: `scrub` removes them wherever they appear, even where no
+/// marker announces them (a server echoing a secret in free text).
+static KNOWN_SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Secrets shorter than this are not registered: replacing them would mangle messages and
+/// they are not real AWS secrets (40 characters) or tokens (hundreds).
+const MIN_SECRET_LEN: usize = 12;
+
+/// Keeps `secret` out of every error message from now on.
+pub fn register_secret(secret: &str) {
+    if secret.len() < MIN_SECRET_LEN {
+        return;
+    }
+    let mut known = KNOWN_SECRETS.write().unwrap_or_else(|p| p.into_inner());
+    if !known.iter().any(|s| s == secret) {
+        // Rotated credentials: the newest few are what can still be echoed.
+        if known.len() >= 16 {
+            known.remove(0);
+        }
+        known.push(secret.to_owned());
+    }
+}
+
 /// Server text kept in an error message: enough to diagnose, not a 64 MiB body on stderr.
 pub const MAX_SERVER_TEXT: usize = 1024;
 
@@ -229,6 +253,18 @@ const SECRET_MARKERS: &[&str] = &[
 /// `MAX_SERVER_TEXT` bytes kept. Every error built from server or library text passes here,
 /// so no backend can forget it.
 pub fn scrub(text: &str) -> String {
+    let mut owned = None;
+    for secret in KNOWN_SECRETS
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        let current: &str = owned.as_deref().unwrap_or(text);
+        if current.contains(secret.as_str()) {
+            owned = Some(current.replace(secret.as_str(), "***"));
+        }
+    }
+    let text = owned.as_deref().unwrap_or(text);
     let lower = text.to_ascii_lowercase();
     let mut out = String::with_capacity(text.len().min(MAX_SERVER_TEXT + 32));
     let mut i = 0;
@@ -308,6 +344,23 @@ mod tests {
         assert!(!svc(403, "AccessDenied").is_retryable());
         assert!(Error::transport("s3://b/k", "connection reset").is_retryable());
         assert!(!Error::integrity("s3://b/k", "short").is_retryable());
+    }
+
+    #[test]
+    fn registered_secrets_are_scrubbed_wherever_they_appear() {
+        register_secret("short");
+        register_secret("a-registered-secret/value+0123");
+        let e = Error::from_service(
+            "s3://b/k",
+            403,
+            "SignatureDoesNotMatch",
+            "echo: a-registered-secret/value+0123 and short",
+            None,
+        );
+        assert_eq!(
+            e.to_string(),
+            "s3://b/k: permission denied: HTTP 403 SignatureDoesNotMatch: echo: *** and short"
+        );
     }
 
     #[test]

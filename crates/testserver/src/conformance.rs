@@ -525,6 +525,13 @@ macro_rules! conformance_suite {
     ($make:expr) => {
         $crate::conformance_suite!(@scheme http, Http, $make);
         $crate::conformance_suite!(@scheme https, Https, $make);
+
+        /// The bad-input catalogue (`hostile_cases`), over plain http (the answers, not
+        /// the transport, are what it tries).
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn hostile_catalogue() {
+            $crate::hostile_cases::run_catalogue($make).await;
+        }
     };
     (@scheme $modname:ident, $scheme:ident, $make:expr) => {
         mod $modname {

@@ -16,12 +16,15 @@
 //! ```
 
 pub mod faults;
+pub mod hostile;
 mod s3;
 pub mod storage;
 mod tls;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "conformance")]
+pub mod hostile_cases;
 
 pub use faults::{Fault, Faults};
 pub use storage::Storage;

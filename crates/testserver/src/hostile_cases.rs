@@ -1,0 +1,725 @@
+//! The bad-input catalogue: what a broken gateway, a wrong proxy or an attacker on the path
+//! may answer, as scripts for the [`HostileServer`], each with what a client must make of it
+//! — the right bytes, or a specific error — within its timeouts, without a panic, and
+//! without a secret in the message. Every backend runs every case (`run_catalogue`); the
+//! CLI and the Python tests run them through their own front ends.
+
+use crate::hostile::{HostileServer, Reply, Seen};
+use futures::TryStreamExt;
+use sluice_core::{
+    ByteRange, CredentialsCache, Error, ObjectStore, ObjectUri, RetryPolicy, StoreConfig, Timeouts,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Credentials the catalogue's stores sign with; none may ever appear in a message.
+pub const ACCESS_KEY: &str = "AKIAHOSTILETESTKEY01";
+pub const SECRET_KEY: &str = "hostile/SECRET/key/never+shown0123456789";
+pub const SESSION_TOKEN: &str = "HOSTILE-SESSION-TOKEN-never-shown-FwoGZXIvYXdzEJr";
+
+/// The object the well-behaved answers serve: 100 bytes, `0123456789` ten times.
+pub static OBJECT: [u8; 100] = object();
+
+const fn object() -> [u8; 100] {
+    let mut a = [0u8; 100];
+    let mut i = 0;
+    while i < 100 {
+        a[i] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    a
+}
+
+pub const BUCKET: &str = "bkt";
+pub const KEY: &str = "k";
+/// The prefix the listing cases list.
+pub const PREFIX: &str = "p/";
+
+/// What the client is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `get` of the whole of `s3://bkt/k`.
+    Get,
+    /// `get` of bytes `[start, end)`.
+    GetRange(u64, u64),
+    Head,
+    /// A recursive listing of `s3://bkt/p/`.
+    List,
+    /// `put` of this many bytes to `s3://bkt/k`.
+    Put(usize),
+}
+
+/// The error kinds a case accepts (backends differ in how their stacks classify some
+/// failures; every one of them is specific and names the URI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Integrity,
+    Timeout,
+    Transport,
+    Service,
+    NotFound,
+    Denied,
+}
+
+impl Kind {
+    pub fn of(e: &Error) -> Option<Kind> {
+        Some(match e {
+            Error::Integrity { .. } => Kind::Integrity,
+            Error::Timeout { .. } => Kind::Timeout,
+            Error::Transport { .. } => Kind::Transport,
+            Error::Service { .. } => Kind::Service,
+            Error::NotFound { .. } => Kind::NotFound,
+            Error::PermissionDenied { .. } => Kind::Denied,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// These bytes (a read), this many entries (a listing), or success (a put or head).
+    Ok(&'static [u8]),
+    Listed(usize),
+    /// This many entries, or an error of one of these kinds.
+    ListedOr(usize, &'static [Kind]),
+    Done,
+    /// An error of one of these kinds.
+    Error(&'static [Kind]),
+    /// These bytes, or an error of one of these kinds: HTTP allows either reading.
+    OkOr(&'static [u8], &'static [Kind]),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub name: &'static str,
+    /// What the server does, for the catalogue table.
+    pub input: &'static str,
+    pub op: Op,
+    pub script: fn(&Seen, usize) -> Reply,
+    pub expect: Expect,
+}
+
+fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// 200 with the object and ETag "e1".
+fn whole(_: &Seen, _: usize) -> Reply {
+    Reply::with_body(200, &[("ETag", "\"e1\"")], OBJECT)
+}
+
+/// A 206 with this Content-Range, Content-Length and body.
+fn partial(range: &str, len: usize, body: &[u8]) -> Reply {
+    Reply::Send {
+        status: 206,
+        headers: h(&[
+            ("Content-Range", range),
+            ("Content-Length", &len.to_string()),
+            ("ETag", "\"e1\""),
+        ]),
+        body: body.to_vec(),
+    }
+}
+
+/// A 200 whose Content-Length header says `len`, with `body`.
+fn claims(len: &str, body: &[u8]) -> Reply {
+    Reply::Send {
+        status: 200,
+        headers: h(&[("Content-Length", len), ("ETag", "\"e1\"")]),
+        body: body.to_vec(),
+    }
+}
+
+/// Where a request's `Range: bytes=S-` or `bytes=S-E` starts (0 without one).
+fn range_start(req: &Seen) -> u64 {
+    req.header("range")
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.split('-').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The object as S3 would answer `req` (206 from the range's start to the end when it has
+/// a Range, 200 otherwise), with `etag`, the body cut after `cut` bytes when given.
+fn object_reply(req: &Seen, etag: Option<&str>, cut: Option<usize>) -> Reply {
+    let start = range_start(req).min(100) as usize;
+    let mut headers = h(&[("Content-Length", &(100 - start).to_string())]);
+    let status = if req.header("range").is_some() {
+        headers.push(("Content-Range".into(), format!("bytes {start}-99/100")));
+        206
+    } else {
+        200
+    };
+    if let Some(e) = etag {
+        headers.push(("ETag".into(), e.into()));
+    }
+    let body = OBJECT[start..].to_vec();
+    match cut {
+        Some(sent) => Reply::Cut {
+            status,
+            headers,
+            body,
+            sent,
+        },
+        None => Reply::Send {
+            status,
+            headers,
+            body,
+        },
+    }
+}
+
+/// A ListObjectsV2 page.
+fn listing(contents: &[(&str, &str)], truncated: bool, token: Option<&str>) -> Reply {
+    let mut x = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
+    );
+    x.push_str(&format!(
+        "<Name>{BUCKET}</Name><Prefix>{PREFIX}</Prefix><KeyCount>{}</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>{truncated}</IsTruncated>",
+        contents.len()
+    ));
+    if let Some(t) = token {
+        x.push_str(&format!(
+            "<NextContinuationToken>{t}</NextContinuationToken>"
+        ));
+    }
+    for (key, size) in contents {
+        x.push_str(&format!(
+            "<Contents><Key>{key}</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>&quot;e1&quot;</ETag><Size>{size}</Size><StorageClass>STANDARD</StorageClass></Contents>"
+        ));
+    }
+    x.push_str("</ListBucketResult>");
+    Reply::with_body(200, &[("Content-Type", "application/xml")], x)
+}
+
+use Kind::*;
+
+/// The catalogue.
+pub fn catalogue() -> Vec<Case> {
+    let c = |name: &'static str,
+             input: &'static str,
+             op: Op,
+             script: fn(&Seen, usize) -> Reply,
+             expect: Expect| Case {
+        name,
+        input,
+        op,
+        script,
+        expect,
+    };
+    vec![
+        c(
+            "plain_get",
+            "200 with the object (control case)",
+            Op::Get,
+            whole,
+            Expect::Ok(&OBJECT),
+        ),
+        c(
+            "content_length_1_tib",
+            "200 Content-Length: 1099511627776, 10 bytes, close",
+            Op::Get,
+            |_, _| claims("1099511627776", &OBJECT[..10]),
+            Expect::Error(&[Transport, Integrity]),
+        ),
+        c(
+            "content_length_u64_max",
+            "200 Content-Length: 18446744073709551615",
+            Op::Get,
+            |_, _| claims("18446744073709551615", &OBJECT[..10]),
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "content_length_not_a_number",
+            "200 Content-Length: abc",
+            Op::Get,
+            |_, _| claims("abc", &OBJECT[..10]),
+            Expect::Error(&[Transport, Integrity]),
+        ),
+        c(
+            "partial_answer_to_whole_get",
+            "unranged GET answered 206 bytes 0-49/100 with 50 bytes",
+            Op::Get,
+            |_, _| partial("bytes 0-49/100", 50, &OBJECT[..50]),
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "content_range_past_the_end",
+            "GET 0-199 answered 206 bytes 0-199/100 with 200 bytes",
+            Op::GetRange(0, 200),
+            |_, _| partial("bytes 0-199/100", 200, &[b'x'; 200]),
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "content_range_other_start",
+            "GET 10-19 answered 206 bytes 0-9/100",
+            Op::GetRange(10, 20),
+            |_, _| partial("bytes 0-9/100", 10, &OBJECT[..10]),
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "content_range_more_than_asked",
+            "GET 0-9 answered 206 bytes 0-19/100 with 20 bytes",
+            Op::GetRange(0, 10),
+            |_, _| partial("bytes 0-19/100", 20, &OBJECT[..20]),
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "content_range_less_than_asked",
+            "GET 0-49 answered 206 bytes 0-9/100 with 10 bytes",
+            Op::GetRange(0, 50),
+            |_, _| partial("bytes 0-9/100", 10, &OBJECT[..10]),
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "content_range_unreadable",
+            "GET 0-9 answered 206 Content-Range: items 0-9/100",
+            Op::GetRange(0, 10),
+            |_, _| partial("items 0-9/100", 10, &OBJECT[..10]),
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "content_range_total_u64_max",
+            "GET 0-9 answered 206 bytes 0-9/18446744073709551615",
+            Op::GetRange(0, 10),
+            |_, _| partial("bytes 0-9/18446744073709551615", 10, &OBJECT[..10]),
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "content_length_disagrees_with_range",
+            "GET 0-9 answered 206 bytes 0-9/100 with Content-Length 5",
+            Op::GetRange(0, 10),
+            |_, _| partial("bytes 0-9/100", 5, &OBJECT[..5]),
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "range_ignored_whole_object_fits",
+            "GET 0-199 answered 200 with the whole 100-byte object",
+            Op::GetRange(0, 200),
+            whole,
+            Expect::Ok(&OBJECT),
+        ),
+        c(
+            "range_ignored_from_the_middle",
+            "GET 10-19 answered 200 with the whole object",
+            Op::GetRange(10, 20),
+            whole,
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "range_ignored_larger_than_asked",
+            "GET 0-9 answered 200 with the whole 100-byte object",
+            Op::GetRange(0, 10),
+            whole,
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "body_shorter_than_content_length",
+            "every GET's body cut after 40 bytes (Content-Length promised more)",
+            Op::Get,
+            |req, _| object_reply(req, Some("\"e1\""), Some(40)),
+            // Each resume brings 40 more bytes of the same version: the whole object when
+            // the retry budget lasts (object_store's own retries add to ours), else an error.
+            Expect::OkOr(&OBJECT, &[Transport, Timeout]),
+        ),
+        c(
+            "object_changed_before_resume",
+            "body cut at 40; the resume (If-Match \"e1\") answered 412",
+            Op::Get,
+            |req, _| match req.header("if-match") {
+                Some(_) => Reply::s3_error(
+                    412,
+                    "PreconditionFailed",
+                    "At least one of the pre-conditions you specified did not hold",
+                ),
+                None => object_reply(req, Some("\"e1\""), Some(40)),
+            },
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "resume_ignores_if_match",
+            "body cut at 40; the resume answered 206 40-99 with other bytes and ETag \"e2\"",
+            Op::Get,
+            |req, _| match range_start(req) {
+                0 => object_reply(req, Some("\"e1\""), Some(40)),
+                _ => Reply::Send {
+                    status: 206,
+                    headers: h(&[
+                        ("Content-Range", "bytes 40-99/100"),
+                        ("Content-Length", "60"),
+                        ("ETag", "\"e2\""),
+                    ]),
+                    body: vec![b'X'; 60],
+                },
+            },
+            Expect::Error(&[Integrity]),
+        ),
+        c(
+            "resume_without_etag_rereads",
+            "body cut at 40 without ETag; a resume from 40 would get other bytes",
+            Op::Get,
+            |req, n| match (n, range_start(req)) {
+                (0, _) => object_reply(req, None, Some(40)),
+                (_, 0) => object_reply(req, None, None),
+                _ => Reply::Send {
+                    status: 206,
+                    headers: h(&[
+                        ("Content-Range", "bytes 40-99/100"),
+                        ("Content-Length", "60"),
+                    ]),
+                    body: vec![b'X'; 60],
+                },
+            },
+            Expect::Ok(&OBJECT),
+        ),
+        c(
+            "never_answers",
+            "accepts the request, never answers",
+            Op::Get,
+            |_, _| Reply::Hang,
+            Expect::Error(&[Timeout]),
+        ),
+        c(
+            "drips_slower_than_the_stall_timeout",
+            "200 Content-Length: 100, one byte every 2.5 s",
+            Op::Get,
+            |_, _| Reply::Drip {
+                status: 200,
+                headers: h(&[("Content-Length", "100")]),
+                body: OBJECT.to_vec(),
+                every: Duration::from_millis(2500),
+            },
+            Expect::Error(&[Timeout, Transport]),
+        ),
+        c(
+            "not_http",
+            "answers SSH-2.0-OpenSSH_9.6",
+            Op::Get,
+            |_, _| Reply::Raw(b"SSH-2.0-OpenSSH_9.6\r\n".to_vec()),
+            Expect::Error(&[Transport]),
+        ),
+        c(
+            "closes_without_answer",
+            "closes the connection after the request",
+            Op::Get,
+            |_, _| Reply::Raw(Vec::new()),
+            Expect::Error(&[Transport]),
+        ),
+        c(
+            "internal_error_always",
+            "500 InternalError on every attempt",
+            Op::Get,
+            |_, _| Reply::s3_error(500, "InternalError", "We encountered an internal error"),
+            Expect::Error(&[Service]),
+        ),
+        c(
+            "slowdown_always",
+            "503 SlowDown on every attempt",
+            Op::Get,
+            |_, _| Reply::s3_error(503, "SlowDown", "Please reduce your request rate"),
+            Expect::Error(&[Service]),
+        ),
+        c(
+            "error_body_64_mib",
+            "500 with a 64 MiB error message",
+            Op::Get,
+            |_, _| Reply::s3_error(500, "InternalError", &"A".repeat(64 << 20)),
+            Expect::Error(&[Service, Transport]),
+        ),
+        c(
+            "error_echoes_secrets",
+            "403 SignatureDoesNotMatch echoing the session token, secret and signature",
+            Op::Get,
+            |req, _| {
+                let auth = req.header("authorization").unwrap_or_default().to_owned();
+                Reply::s3_error(
+                    403,
+                    "SignatureDoesNotMatch",
+                    &format!(
+                        "The request signature we calculated does not match. StringToSign: x-amz-security-token:{SESSION_TOKEN} secret {SECRET_KEY} {auth}"
+                    ),
+                )
+            },
+            Expect::Error(&[Denied]),
+        ),
+        c(
+            "error_xml_truncated",
+            "500 with <Error><Code>Intern (cut XML)",
+            Op::Get,
+            |_, _| {
+                Reply::with_body(
+                    500,
+                    &[("Content-Type", "application/xml")],
+                    "<Error><Code>Intern",
+                )
+            },
+            Expect::Error(&[Service]),
+        ),
+        c(
+            "not_found",
+            "404 NoSuchKey",
+            Op::Get,
+            |_, _| Reply::s3_error(404, "NoSuchKey", "The specified key does not exist."),
+            Expect::Error(&[NotFound]),
+        ),
+        c(
+            "redirect_elsewhere",
+            "301 to http://169.254.169.254/",
+            Op::Get,
+            |_, _| {
+                Reply::with_body(
+                    301,
+                    &[("Location", "http://169.254.169.254/latest/meta-data/")],
+                    "<Error><Code>PermanentRedirect</Code><Message>moved</Message></Error>",
+                )
+            },
+            // hyper and awssdk never follow; object_store's HTTP client follows redirects
+            // (dropping the Authorization header) and reports what the target answered.
+            Expect::Error(&[Service, Transport, Denied]),
+        ),
+        c(
+            "chunked_body",
+            "200 with a chunked body (no Content-Length)",
+            Op::Get,
+            |_, _| {
+                let mut body = b"64\r\n".to_vec();
+                body.extend_from_slice(&OBJECT);
+                body.extend_from_slice(b"\r\n0\r\n\r\n");
+                Reply::Send {
+                    status: 200,
+                    headers: h(&[("Transfer-Encoding", "chunked")]),
+                    body,
+                }
+            },
+            Expect::OkOr(&OBJECT, &[Transport, Integrity]),
+        ),
+        c(
+            "head_without_content_length",
+            "HEAD answered 200 without Content-Length",
+            Op::Head,
+            |_, _| Reply::Send {
+                status: 200,
+                headers: h(&[("ETag", "\"e1\"")]),
+                body: Vec::new(),
+            },
+            Expect::Error(&[Transport, Integrity]),
+        ),
+        c(
+            "head_never_answers",
+            "HEAD never answered",
+            Op::Head,
+            |_, _| Reply::Hang,
+            Expect::Error(&[Timeout]),
+        ),
+        c(
+            "listing_repeats_its_token",
+            "every page IsTruncated with NextContinuationToken t1",
+            Op::List,
+            |_, _| listing(&[("p/a", "1")], true, Some("t1")),
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "listing_truncated_without_token",
+            "IsTruncated true, no NextContinuationToken",
+            Op::List,
+            |_, _| listing(&[("p/a", "1")], true, None),
+            // object_store reads a page without a token as the last one (its pagination is
+            // internal); hyper and awssdk refuse it.
+            Expect::ListedOr(1, &[Integrity, Transport]),
+        ),
+        c(
+            "listing_not_xml",
+            "200 listing body that is not XML",
+            Op::List,
+            |_, _| {
+                Reply::with_body(
+                    200,
+                    &[("Content-Type", "application/xml")],
+                    "this is not xml <",
+                )
+            },
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "listing_size_not_a_number",
+            "a listing entry with <Size>-1</Size>",
+            Op::List,
+            |_, _| listing(&[("p/a", "-1")], false, None),
+            Expect::Error(&[Integrity, Transport]),
+        ),
+        c(
+            "listing_size_u64_max",
+            "a listing entry of 18446744073709551615 bytes (refused when read)",
+            Op::List,
+            |_, _| listing(&[("p/a", "18446744073709551615")], false, None),
+            // A listing may carry the claim (reads refuse it) or refuse it already.
+            Expect::ListedOr(1, &[Integrity, Transport]),
+        ),
+        c(
+            "listing_error",
+            "500 InternalError to the listing",
+            Op::List,
+            |_, _| Reply::s3_error(500, "InternalError", "We encountered an internal error"),
+            Expect::Error(&[Service]),
+        ),
+        c(
+            "put_internal_error",
+            "500 to a PUT",
+            Op::Put(1000),
+            |_, _| Reply::s3_error(500, "InternalError", "We encountered an internal error"),
+            Expect::Error(&[Service]),
+        ),
+        c(
+            "put_never_answers",
+            "a PUT never answered",
+            Op::Put(1000),
+            |_, _| Reply::Hang,
+            Expect::Error(&[Timeout]),
+        ),
+        c(
+            "put_access_denied",
+            "403 AccessDenied to a PUT",
+            Op::Put(1000),
+            |_, _| Reply::s3_error(403, "AccessDenied", "Access Denied"),
+            Expect::Error(&[Denied]),
+        ),
+    ]
+}
+
+/// Timeouts and retries short enough that the catalogue runs in seconds.
+pub fn config(endpoint: &str) -> StoreConfig {
+    let mut cfg = StoreConfig::new(
+        Some(endpoint.parse().expect("an http URL")),
+        "us-east-1",
+        CredentialsCache::from_static(ACCESS_KEY, SECRET_KEY, Some(SESSION_TOKEN.to_owned())),
+    );
+    cfg.timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        first_byte: Duration::from_secs(2),
+        stall: Duration::from_secs(1),
+    };
+    cfg.retry = RetryPolicy {
+        max_attempts: 2,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    cfg
+}
+
+/// What an operation came to.
+#[derive(Debug)]
+pub enum Outcome {
+    Bytes(bytes::Bytes),
+    Listed(usize),
+    /// This many entries, or an error of one of these kinds.
+    ListedOr(usize, &'static [Kind]),
+    Done,
+}
+
+/// The message checks every error passes: no secret, bounded, names what it is about.
+pub fn check_message(msg: &str) -> Result<(), String> {
+    for secret in [SECRET_KEY, SESSION_TOKEN] {
+        if msg.contains(secret) {
+            return Err(format!(
+                "the message shows a secret ({secret:.12}…): {msg:.300}"
+            ));
+        }
+    }
+    let lower = msg.to_ascii_lowercase();
+    if lower
+        .match_indices("signature=")
+        .any(|(at, m)| !lower[at + m.len()..].starts_with("***"))
+    {
+        return Err(format!("the message shows a signature: {msg:.300}"));
+    }
+    if msg.len() > 4096 {
+        return Err(format!("a {}-byte message: {:.300}", msg.len(), msg));
+    }
+    if !msg.contains(BUCKET) {
+        return Err(format!("the message does not name the object: {msg}"));
+    }
+    Ok(())
+}
+
+/// Judges an outcome against a case's expectation.
+pub fn judge(case: &Case, got: &Result<Outcome, Error>) -> Result<(), String> {
+    let ok_bytes = |want: &[u8], b: &[u8]| {
+        if b == want {
+            Ok(())
+        } else {
+            Err(format!("read {} wrong bytes", b.len()))
+        }
+    };
+    match (case.expect, got) {
+        (Expect::Ok(want) | Expect::OkOr(want, _), Ok(Outcome::Bytes(b))) => ok_bytes(want, b),
+        (Expect::Listed(n) | Expect::ListedOr(n, _), Ok(Outcome::Listed(m))) if n == *m => Ok(()),
+        (Expect::Done, Ok(Outcome::Done)) => Ok(()),
+        (Expect::Error(kinds) | Expect::OkOr(_, kinds) | Expect::ListedOr(_, kinds), Err(e)) => {
+            let kind = Kind::of(e);
+            if !kind.is_some_and(|k| kinds.contains(&k)) {
+                return Err(format!("expected one of {kinds:?}, got {e}"));
+            }
+            check_message(&e.to_string())
+        }
+        (_, Err(e)) => Err(format!("expected {:?}, got the error {e}", case.expect)),
+        (_, Ok(o)) => Err(format!("expected {:?}, got {:?}", case.expect, short(o))),
+    }
+}
+
+fn short(o: &Outcome) -> String {
+    match o {
+        Outcome::Bytes(b) => format!("{} bytes", b.len()),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Runs `case` against `store` (configured with [`config`] for the server playing it).
+pub async fn perform(store: &dyn ObjectStore, op: Op) -> Result<Outcome, Error> {
+    let uri = ObjectUri::new(BUCKET, KEY).expect("valid");
+    match op {
+        Op::Get => store.get(&uri, None).await.map(Outcome::Bytes),
+        Op::GetRange(s, e) => {
+            let r = ByteRange::new(s, e).expect("valid range");
+            store.get(&uri, Some(r)).await.map(Outcome::Bytes)
+        }
+        Op::Head => store.head(&uri).await.map(|_| Outcome::Done),
+        Op::List => {
+            let prefix = ObjectUri::new(BUCKET, PREFIX).expect("valid");
+            let all: Vec<_> = store.list(&prefix, true).try_collect().await?;
+            Ok(Outcome::Listed(all.len()))
+        }
+        Op::Put(n) => store
+            .put(&uri, vec![7u8; n].into())
+            .await
+            .map(|_| Outcome::Done),
+    }
+}
+
+/// Every case against a store made by `make`; panics with every case that failed.
+pub async fn run_catalogue(make: crate::conformance::MakeStore) {
+    let mut failures = Vec::new();
+    for case in catalogue() {
+        let server = HostileServer::start(Arc::new(case.script))
+            .await
+            .expect("hostile server starts");
+        let store = make(config(server.endpoint())).expect("store builds");
+        let got =
+            tokio::time::timeout(Duration::from_secs(30), perform(store.as_ref(), case.op)).await;
+        let verdict = match got {
+            Err(_) => Err("no answer within 30 s (a hang)".to_owned()),
+            Ok(got) => judge(&case, &got),
+        };
+        if let Err(why) = verdict {
+            failures.push(format!("{}: {why}", case.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
