@@ -388,3 +388,144 @@ fn bench_runs_end_to_end_and_writes_json_and_svg() {
         "the plot labels the shapes"
     );
 }
+
+/// The bad-input catalogue through the binary, for every backend: each case ends within its
+/// timeouts with exit 0 and the object's size (a right answer) or a non-zero exit and a
+/// message naming the object (never a panic, never exit 0 for a wrong answer), and nothing
+/// printed shows a secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_catalogue_through_the_cli() {
+    use sluice_testserver::hostile::HostileServer;
+    use sluice_testserver::hostile_cases::{
+        ACCESS_KEY, Expect, Op, SECRET_KEY, SESSION_TOKEN, catalogue,
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut failures = Vec::new();
+    for backend in ["hyper", "awssdk", "objectstore"] {
+        for case in catalogue() {
+            let args: Vec<String> = match case.op {
+                Op::Get => vec!["get".into(), "s3://bkt/k".into()],
+                Op::List => vec!["ls".into(), "-r".into(), "s3://bkt/p/".into()],
+                Op::Put(n) => {
+                    let file = dir.path().join(format!("put-{n}"));
+                    std::fs::write(&file, vec![7u8; n]).unwrap();
+                    vec![
+                        "put".into(),
+                        file.display().to_string(),
+                        "s3://bkt/k".into(),
+                    ]
+                }
+                // No ranged get or stat in the CLI.
+                Op::GetRange(..) | Op::Head => continue,
+            };
+            let server = HostileServer::start(std::sync::Arc::new(case.script))
+                .await
+                .unwrap();
+            let t = Instant::now();
+            let endpoint = server.endpoint().to_owned();
+            let out = tokio::task::spawn_blocking(move || {
+                Command::new(BIN)
+                    .args(&args)
+                    .env("S3_BACKEND", backend)
+                    .env("AWS_ENDPOINT_URL_S3", endpoint)
+                    .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+                    .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+                    .env("AWS_SESSION_TOKEN", SESSION_TOKEN)
+                    .env("AWS_REGION", "us-east-1")
+                    .env("AWS_EC2_METADATA_DISABLED", "true")
+                    .env("SLUICE_MAX_ATTEMPTS", "2")
+                    .env("SLUICE_CONNECT_TIMEOUT", "2")
+                    .env("SLUICE_FIRST_BYTE_TIMEOUT", "2")
+                    .env("SLUICE_STALL_TIMEOUT", "1")
+                    .env_remove("AWS_PROFILE")
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("sluice runs")
+            })
+            .await
+            .unwrap();
+            let all = text(&out);
+            let code = out.status.code();
+            let ok_expected = match case.expect {
+                Expect::Ok(_) | Expect::Listed(_) | Expect::Done => Some(true),
+                Expect::Error(_) => Some(false),
+                Expect::OkOr(..) | Expect::ListedOr(..) => None,
+            };
+            let mut why = Vec::new();
+            if t.elapsed() > Duration::from_secs(40) {
+                why.push(format!("took {:?}", t.elapsed()));
+            }
+            if code == Some(101) || all.contains("panicked") {
+                why.push("panicked".into());
+            }
+            if all.contains(SECRET_KEY) || all.contains(SESSION_TOKEN) {
+                why.push("printed a secret".into());
+            }
+            match (ok_expected, code) {
+                (Some(true), Some(0)) | (None, Some(0)) => {
+                    if matches!(case.op, Op::Get) && !all.contains("100 bytes") {
+                        why.push("exit 0 without the 100 bytes".into());
+                    }
+                }
+                (Some(false) | None, Some(c)) if c != 0 => {
+                    if !all.contains("s3://bkt/") {
+                        why.push("the error does not name the object".into());
+                    }
+                }
+                _ => why.push(format!(
+                    "exit {code:?} where {:?} was expected",
+                    case.expect
+                )),
+            }
+            if !why.is_empty() {
+                failures.push(format!(
+                    "{backend} {}: {} — {:.300}",
+                    case.name,
+                    why.join(", "),
+                    all
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A listing that claims an impossible size: `get` of the prefix fails naming what is at
+/// fault, never aborts and never exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_of_a_listing_with_an_impossible_size_fails_clearly() {
+    use sluice_testserver::hostile::HostileServer;
+    use sluice_testserver::hostile_cases::catalogue;
+    let case = catalogue()
+        .into_iter()
+        .find(|c| c.name == "listing_size_u64_max")
+        .unwrap();
+    let server = HostileServer::start(std::sync::Arc::new(case.script))
+        .await
+        .unwrap();
+    for backend in ["hyper", "awssdk", "objectstore"] {
+        let endpoint = server.endpoint().to_owned();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(BIN)
+                .args(["get", "s3://bkt/p/"])
+                .env("S3_BACKEND", backend)
+                .env("AWS_ENDPOINT_URL_S3", endpoint)
+                .env("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+                .env("AWS_SECRET_ACCESS_KEY", "secret")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env_remove("AWS_PROFILE")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let t = text(&out);
+        assert!(
+            !out.status.success() && out.status.code() != Some(101),
+            "{backend}: {t}"
+        );
+        // The object refused when read, or (awssdk, which parses sizes as i64) the listing.
+        assert!(t.contains("s3://bkt/p/"), "{backend}: {t}");
+    }
+}

@@ -21,6 +21,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Dataset>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<testing::TestServer>()?;
+    m.add_class::<testing::HostileServer>()?;
     m.add_class::<writer::Writer>()?;
     m.add("S3Error", m.py().get_type::<errors::S3Error>())?;
     m.add_function(wrap_pyfunction!(client::get, m)?)?;
@@ -33,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::delete, m)?)?;
     m.add_function(wrap_pyfunction!(client::writer, m)?)?;
     m.add_function(wrap_pyfunction!(testing::pattern, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::hostile_cases, m)?)?;
     m.add_function(wrap_pyfunction!(npz::write_npz, m)?)?;
     m.add_function(wrap_pyfunction!(npz::random_npz, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::set_runtime_threads, m)?)?;

@@ -218,3 +218,129 @@ pub fn pattern<'py>(py: Python<'py>, key: &str, length: usize) -> PyResult<Bound
         Ok(())
     })
 }
+
+/// The bad-input catalogue (`sluice_testserver::hostile_cases`) as dicts: `name`, `input`
+/// (what the server does), `op` ("get", "get_range", "head", "list", "put") with `start`,
+/// `end` or `size`, and `expect`: "ok" (with `data`), "listed" (with `listed`), "done",
+/// "error", or "ok_or_error" / "listed_or_error".
+#[pyfunction]
+pub fn hostile_cases(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    use sluice_testserver::hostile_cases::{Expect, Op, catalogue};
+    catalogue()
+        .into_iter()
+        .map(|c| {
+            let d = PyDict::new(py);
+            d.set_item("name", c.name)?;
+            d.set_item("input", c.input)?;
+            let op = match c.op {
+                Op::Get => "get",
+                Op::GetRange(s, e) => {
+                    d.set_item("start", s)?;
+                    d.set_item("end", e)?;
+                    "get_range"
+                }
+                Op::Head => "head",
+                Op::List => "list",
+                Op::Put(n) => {
+                    d.set_item("size", n)?;
+                    "put"
+                }
+            };
+            d.set_item("op", op)?;
+            let expect = match c.expect {
+                Expect::Ok(b) => {
+                    d.set_item("data", PyBytes::new(py, b))?;
+                    "ok"
+                }
+                Expect::OkOr(b, _) => {
+                    d.set_item("data", PyBytes::new(py, b))?;
+                    "ok_or_error"
+                }
+                Expect::Listed(n) => {
+                    d.set_item("listed", n)?;
+                    "listed"
+                }
+                Expect::ListedOr(n, _) => {
+                    d.set_item("listed", n)?;
+                    "listed_or_error"
+                }
+                Expect::Done => "done",
+                Expect::Error(_) => "error",
+            };
+            d.set_item("expect", expect)?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// A hostile responder playing one catalogue case (see `hostile_cases`).
+#[pyclass(frozen, module = "sluice.testing", name = "HostileServer")]
+#[derive(Debug)]
+pub struct HostileServer {
+    server: Mutex<Option<sluice_testserver::hostile::HostileServer>>,
+    endpoint: String,
+    owner: u32,
+}
+
+#[pymethods]
+impl HostileServer {
+    #[new]
+    fn py_new(py: Python<'_>, case: &str) -> PyResult<Self> {
+        let c = sluice_testserver::hostile_cases::catalogue()
+            .into_iter()
+            .find(|c| c.name == case)
+            .ok_or_else(|| value_error("case", format!("no catalogue case named {case:?}")))?;
+        let rt = runtime()?;
+        let server = py
+            .detach(|| {
+                rt.block_on(sluice_testserver::hostile::HostileServer::start(
+                    std::sync::Arc::new(c.script),
+                ))
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("hostile server did not start: {e}")))?;
+        Ok(Self {
+            endpoint: server.endpoint().to_owned(),
+            server: Mutex::new(Some(server)),
+            owner: std::process::id(),
+        })
+    }
+
+    #[getter]
+    fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The environment a client needs for this case: the endpoint, the catalogue's secret
+    /// credentials (which must never show up in a message) and short timeouts and retries.
+    fn env<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        use sluice_testserver::hostile_cases::{ACCESS_KEY, SECRET_KEY, SESSION_TOKEN};
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("AWS_ENDPOINT_URL_S3", self.endpoint.as_str()),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_SESSION_TOKEN", SESSION_TOKEN),
+            ("SLUICE_CONNECT_TIMEOUT", "2"),
+            ("SLUICE_FIRST_BYTE_TIMEOUT", "2"),
+            ("SLUICE_STALL_TIMEOUT", "1"),
+            ("SLUICE_MAX_ATTEMPTS", "2"),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// The secrets `env` holds, for checking messages.
+    #[staticmethod]
+    fn secrets() -> Vec<&'static str> {
+        use sluice_testserver::hostile_cases::{SECRET_KEY, SESSION_TOKEN};
+        vec![SECRET_KEY, SESSION_TOKEN]
+    }
+
+    fn stop(&self) -> PyResult<()> {
+        check_owner(self.owner, "sluice.testing.HostileServer")?;
+        drop(self.server.lock().unwrap_or_else(|p| p.into_inner()).take());
+        Ok(())
+    }
+}

@@ -8,6 +8,9 @@
 
 ``TestServer`` serves http and https (``https_endpoint``, trusted via ``ca_bundle``) with
 SigV4 auth, one bucket ("sluice-test"), and fault injection (``inject``).
+
+``HostileServer(name)`` plays one case of the bad-input catalogue (``hostile_cases()``):
+a server that answers wrongly, slowly or not at all, for testing what a client makes of it.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
-from ._native import TestServer, pattern
+from ._native import HostileServer, TestServer, hostile_cases, pattern
 
-__all__ = ["TestServer", "pattern", "environment"]
+__all__ = ["TestServer", "HostileServer", "hostile_cases", "pattern", "environment"]
 
 
 @contextmanager
