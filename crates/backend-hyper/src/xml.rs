@@ -131,4 +131,27 @@ mod tests {
             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;a&quot;</ETag></Part></CompleteMultipartUpload>"
         );
     }
+
+    proptest::proptest! {
+        /// Arbitrary bodies, and valid documents cut or spliced anywhere: parsed or refused,
+        /// never a panic.
+        #[test]
+        fn listing_and_error_parsing_never_panics(
+            junk in "\\PC{0,200}",
+            cut in 0usize..400,
+            size in "[-0-9a-z]{0,24}",
+        ) {
+            let doc = format!(
+                "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>k</Key><Size>{size}</Size></Contents><NextContinuationToken>{junk}</NextContinuationToken></ListBucketResult>"
+            );
+            let cut = doc.char_indices().map(|(i, _)| i).find(|i| *i >= cut.min(doc.len())).unwrap_or(doc.len());
+            for body in [junk.as_str(), &doc, &doc[..cut]] {
+                let _ = parse::<ListBucketResult>(body);
+                let _ = parse::<ErrorDoc>(body);
+                let _ = parse::<InitiateMultipartUploadResult>(body);
+                let _ = parse::<CompleteMultipartUploadResult>(body);
+            }
+            let _ = parse_iso8601(&junk);
+        }
+    }
 }

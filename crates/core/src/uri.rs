@@ -224,5 +224,14 @@ mod tests {
             let u = ObjectUri::new(&bucket, &key).unwrap();
             prop_assert_eq!(ObjectUri::parse(&u.to_string()).unwrap(), u);
         }
+
+        /// Any text, and any text after each scheme: a URI or an error, never a panic.
+        #[test]
+        fn parsing_never_panics(s in "\\PC{0,80}", scheme in prop::sample::select(vec!["s3://", "file://", "direct://", "S3://", ""])) {
+            let _ = ObjectUri::parse(&s);
+            if let Err(e) = ObjectUri::parse(&format!("{scheme}{s}")) {
+                prop_assert!(!e.to_string().is_empty());
+            }
+        }
     }
 }

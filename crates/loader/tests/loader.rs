@@ -725,3 +725,87 @@ async fn an_object_changed_during_a_read_is_never_spliced_or_truncated() {
         );
     }
 }
+
+/// The fault soak: over 10 seeds, every backend, ranges on and off, a burst of faults drawn
+/// at random (resets and truncations mid-body, stalls shorter and longer than the stall
+/// timeout, SlowDown, 500s) about one per request; every object arrives and every byte is
+/// checked against its pattern.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_soak_every_byte_right_over_ten_seeds() {
+    let sizes = [100_000, 700_000, 1 << 20, 3 << 20, 5_000, 2 << 20];
+    for round in 0..10u64 {
+        for backend in for_each_backend() {
+            for ranges in [true, false] {
+                let (server, store) = setup(backend).await;
+                let uris = seed(&server, &format!("soak{round}/"), &sizes);
+                let o = LoaderOptions {
+                    range_threshold: if ranges {
+                        512 << 10
+                    } else {
+                        sluice_core::RangePlanner::NEVER
+                    },
+                    chunk_size: 256 << 10,
+                    shuffle_seed: Some(round),
+                    ..opts()
+                };
+                let ds = if round % 2 == 0 {
+                    Dataset::from_uris(uris.clone())
+                } else {
+                    let prefix = ObjectUri::new(DEFAULT_BUCKET, &format!("soak{round}/")).unwrap();
+                    Dataset::from_prefix(store.as_ref(), &prefix, None)
+                        .await
+                        .unwrap()
+                };
+                // Armed after the listing: the reads are what is soaked. At most 5 answers
+                // without a body (SlowDown, 500) so one request cannot exhaust its 6 attempts.
+                let mut rng = fastrand::Rng::with_seed(round);
+                let (mut refusals, mut long_stall) = (0, false);
+                for _ in 0..12 {
+                    let at = rng.u64(1_000..200_000);
+                    let fault = match rng.u8(0..6) {
+                        0 => Fault::ResetAfter(at),
+                        1 => Fault::TruncateAfter(at),
+                        2 => Fault::StallAfter(at, Duration::from_millis(rng.u64(50..300))),
+                        // Longer than the stall timeout (once a round: each costs 1.5 s):
+                        // the read gives up and resumes.
+                        3 if !long_stall => {
+                            long_stall = true;
+                            Fault::StallAfter(at, Duration::from_millis(1_800))
+                        }
+                        4 if refusals < 5 => {
+                            refusals += 1;
+                            Fault::SlowDown
+                        }
+                        5 if refusals < 5 => {
+                            refusals += 1;
+                            Fault::InternalError
+                        }
+                        _ => Fault::ResetAfter(at),
+                    };
+                    server.faults().inject(fault, 1);
+                }
+                let mut loader = Loader::new(store, &ds, o).unwrap();
+                let mut got = Vec::new();
+                while let Some(o) = within("soak next", loader.next()).await {
+                    let o = o.unwrap_or_else(|e| {
+                        panic!("seed {round}, {backend}, ranges {ranges}: {e}")
+                    });
+                    pattern::verify(o.uri.key(), 0, &o.data).unwrap_or_else(|at| {
+                        panic!("seed {round}, {backend}: {} wrong at byte {at}", o.uri)
+                    });
+                    got.push(o.uri);
+                }
+                assert_eq!(
+                    got.len(),
+                    sizes.len(),
+                    "seed {round}, {backend}, ranges {ranges}"
+                );
+                let fired = server.faults().fired();
+                assert!(
+                    fired >= 8,
+                    "seed {round}, {backend}: only {fired} faults fired"
+                );
+            }
+        }
+    }
+}
