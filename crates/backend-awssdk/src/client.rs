@@ -61,7 +61,8 @@ pub fn build(cfg: &StoreConfig) -> Result<aws_sdk_s3::Client> {
         // backends, so that a stall is the same `Timeout` error whichever stack is in use.
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .request_checksum_calculation(when(cfg.checksums.on_upload).0)
-        .response_checksum_validation(when(cfg.checksums.on_download).1);
+        .response_checksum_validation(when(cfg.checksums.on_download).1)
+        .interceptor(crate::bounded::BoundErrorBodies);
     if let Some(ep) = &cfg.endpoint {
         b = b.endpoint_url(ep.as_str().trim_end_matches('/'));
     }

@@ -7,6 +7,7 @@
 //! buffered whole. Response checksums are validated only when asked for
 //! (`AWS_RESPONSE_CHECKSUM_VALIDATION=when_supported`, see `sluice_core::Checksums`).
 
+mod bounded;
 mod client;
 mod errors;
 

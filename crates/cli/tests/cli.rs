@@ -446,6 +446,7 @@ async fn hostile_catalogue_through_the_cli() {
             .unwrap();
             let all = text(&out);
             let code = out.status.code();
+            println!("CATALOGUE\tcli-{backend}\t{}\texit {code:?}", case.name);
             let ok_expected = match case.expect {
                 Expect::Ok(_) | Expect::Listed(_) | Expect::Done => Some(true),
                 Expect::Error(_) => Some(false),

@@ -62,6 +62,7 @@ def test_catalogue_case(case, backend, hostile_env):
     finally:
         server.stop()
     assert time.monotonic() - t0 < 30, "a hang"
+    print(f"CATALOGUE\tpy-{backend}\t{case['name']}\t{type(error).__name__ if error else 'ok'}")
     expect = case["expect"]
     if error is not None:
         assert expect in ("error", "ok_or_error", "listed_or_error"), f"{case['input']}: {error!r}"

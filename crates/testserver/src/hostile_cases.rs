@@ -708,6 +708,13 @@ pub async fn run_catalogue(make: crate::conformance::MakeStore) {
         let store = make(config(server.endpoint())).expect("store builds");
         let got =
             tokio::time::timeout(Duration::from_secs(30), perform(store.as_ref(), case.op)).await;
+        // One line per case (shown with --nocapture): the catalogue table of the notes.
+        let summary = match &got {
+            Err(_) => "hang".to_owned(),
+            Ok(Ok(o)) => format!("ok: {}", short(o)),
+            Ok(Err(e)) => format!("{:?}", Kind::of(e)),
+        };
+        println!("CATALOGUE\t{}\t{}\t{summary}", store.backend(), case.name);
         let verdict = match got {
             Err(_) => Err("no answer within 30 s (a hang)".to_owned()),
             Ok(got) => judge(&case, &got),
