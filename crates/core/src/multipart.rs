@@ -45,44 +45,31 @@ pub trait MultipartApi: Send + Sync + 'static {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
 }
 
-/// Aborts `upload_id` in the background (from `Drop`, where nothing can be awaited), on
-/// `runtime`: a process that forked must not abort its parent's upload, so only `owner`
-/// does.
-fn abort_in_background(
-    api: Arc<dyn MultipartApi>,
-    uri: ObjectUri,
-    upload_id: String,
-    runtime: Option<&tokio::runtime::Handle>,
-    owner: u32,
-) {
-    if owner != std::process::id() {
-        return;
-    }
-    match runtime {
-        Some(rt) => {
-            rt.spawn(async move {
-                if let Err(e) = api.abort_upload(&uri, &upload_id).await {
-                    tracing::warn!(%uri, upload_id, error = %e, "could not abort dropped multipart upload");
-                }
-            });
-        }
-        None => {
-            tracing::warn!(%uri, upload_id, "dropped multipart upload not aborted: no runtime")
-        }
-    }
-}
-
-/// An upload that is aborted if this guard is dropped armed: the future of a whole-object
-/// upload dropped before Complete (Ctrl-C, a caller's timeout) leaves no parts behind.
+/// A multipart upload that is aborted when this guard is dropped armed (with an id): the
+/// future of a whole-object upload dropped before Complete (Ctrl-C, a caller's timeout), or a
+/// streaming writer dropped unfinished, leaves no parts behind.
 struct AbortGuard {
     api: Arc<dyn MultipartApi>,
     uri: ObjectUri,
     upload_id: Option<String>,
+    /// To abort from `Drop`, which may run outside the runtime (a Python finaliser).
     runtime: Option<tokio::runtime::Handle>,
+    /// A forked child drops its copy of the parent's upload: that must not abort the
+    /// parent's upload (nor touch the parent's runtime, which has no threads in the child).
     owner: u32,
 }
 
 impl AbortGuard {
+    fn new(api: Arc<dyn MultipartApi>, uri: ObjectUri, upload_id: Option<String>) -> Self {
+        Self {
+            api,
+            uri,
+            upload_id,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            owner: std::process::id(),
+        }
+    }
+
     fn disarm(&mut self) {
         self.upload_id = None;
     }
@@ -90,14 +77,24 @@ impl AbortGuard {
 
 impl Drop for AbortGuard {
     fn drop(&mut self) {
-        if let Some(id) = self.upload_id.take() {
-            abort_in_background(
-                self.api.clone(),
-                self.uri.clone(),
-                id,
-                self.runtime.as_ref(),
-                self.owner,
-            );
+        let Some(upload_id) = self.upload_id.take() else {
+            return;
+        };
+        if self.owner != std::process::id() {
+            return;
+        }
+        let (api, uri) = (self.api.clone(), self.uri.clone());
+        match &self.runtime {
+            Some(rt) => {
+                rt.spawn(async move {
+                    if let Err(e) = api.abort_upload(&uri, &upload_id).await {
+                        tracing::warn!(%uri, upload_id, error = %e, "could not abort dropped multipart upload");
+                    }
+                });
+            }
+            None => {
+                tracing::warn!(%uri, upload_id, "dropped multipart upload not aborted: no runtime")
+            }
         }
     }
 }
@@ -178,13 +175,7 @@ pub async fn upload(
         ));
     }
     let upload_id = retry(policy, || api.create_upload(uri)).await?;
-    let mut guard = AbortGuard {
-        api: api.clone(),
-        uri: uri.clone(),
-        upload_id: Some(upload_id.clone()),
-        runtime: tokio::runtime::Handle::try_current().ok(),
-        owner: std::process::id(),
-    };
+    let mut guard = AbortGuard::new(api.clone(), uri.clone(), Some(upload_id.clone()));
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
         .enumerate()
@@ -260,7 +251,9 @@ pub struct MultipartWriter {
     policy: RetryPolicy,
     uri: ObjectUri,
     opts: WriteOptions,
-    upload_id: Option<String>,
+    /// The upload once created; aborted if the writer is dropped unfinished (when
+    /// `opts.abort_on_drop`).
+    upload: AbortGuard,
     /// Bytes written but not yet cut into a part (less than one part).
     pending: BytesMut,
     next_part: u32,
@@ -268,11 +261,6 @@ pub struct MultipartWriter {
     done: Vec<(u32, String)>,
     written: u64,
     state: WriterState,
-    /// To abort from `Drop`, which may run outside the runtime (a Python finaliser).
-    runtime: Option<tokio::runtime::Handle>,
-    /// A forked child drops its copy of the parent's writer: that must not abort the
-    /// parent's upload (nor touch the parent's runtime, which has no threads in the child).
-    owner: u32,
 }
 
 impl std::fmt::Debug for MultipartWriter {
@@ -280,7 +268,7 @@ impl std::fmt::Debug for MultipartWriter {
         f.debug_struct("MultipartWriter")
             .field("uri", &self.uri)
             .field("opts", &self.opts)
-            .field("upload_id", &self.upload_id)
+            .field("upload_id", &self.upload.upload_id)
             .field("written", &self.written)
             .field("state", &self.state)
             .finish_non_exhaustive()
@@ -296,19 +284,17 @@ impl MultipartWriter {
     ) -> Result<Self> {
         opts.validate()?;
         Ok(Self {
+            upload: AbortGuard::new(api.clone(), uri.clone(), None),
             api,
             policy,
             uri,
             opts,
-            upload_id: None,
             pending: BytesMut::new(),
             next_part: 1,
             in_flight: JoinSet::new(),
             done: Vec::new(),
             written: 0,
             state: WriterState::Open,
-            runtime: tokio::runtime::Handle::try_current().ok(),
-            owner: std::process::id(),
         })
     }
 
@@ -328,11 +314,11 @@ impl MultipartWriter {
                 ),
             ));
         }
-        let upload_id = match &self.upload_id {
+        let upload_id = match &self.upload.upload_id {
             Some(id) => id.clone(),
             None => {
                 let id = retry(&self.policy, || self.api.create_upload(&self.uri)).await?;
-                self.upload_id = Some(id.clone());
+                self.upload.upload_id = Some(id.clone());
                 id
             }
         };
@@ -375,7 +361,7 @@ impl MultipartWriter {
     async fn abort_upload(&mut self) {
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
-        if let Some(id) = self.upload_id.take()
+        if let Some(id) = self.upload.upload_id.take()
             && let Err(e) = self.api.abort_upload(&self.uri, &id).await
         {
             tracing::warn!(uri = %self.uri, upload_id = id, error = %e, "could not abort multipart upload");
@@ -403,7 +389,7 @@ impl MultipartWriter {
 
     async fn finish_inner(&mut self) -> Result<WriteInfo> {
         let rest = self.pending.split().freeze();
-        if self.upload_id.is_none() {
+        if self.upload.upload_id.is_none() {
             let etag = retry(&self.policy, || {
                 self.api.put_object(&self.uri, rest.clone())
             })
@@ -421,7 +407,7 @@ impl MultipartWriter {
             self.reap_one().await?;
         }
         self.done.sort_unstable_by_key(|p| p.0);
-        let id = self.upload_id.clone().unwrap_or_default();
+        let id = self.upload.upload_id.clone().unwrap_or_default();
         let etag = complete(self.api.as_ref(), &self.policy, &self.uri, &id, &self.done).await?;
         Ok(WriteInfo {
             total_bytes: self.written,
@@ -451,7 +437,7 @@ impl ObjectWriter for MultipartWriter {
         let r = self.finish_inner().await;
         let info = self.or_abort(r).await?;
         self.state = WriterState::Finished;
-        self.upload_id = None;
+        self.upload.upload_id = None;
         Ok(info)
     }
 
@@ -471,18 +457,10 @@ impl ObjectWriter for MultipartWriter {
 
 impl Drop for MultipartWriter {
     fn drop(&mut self) {
-        // Dropping the JoinSet cancels the parts in flight; the upload itself must be aborted
-        // by a request, or its parts stay (and cost) until a lifecycle rule removes them.
-        if let Some(id) = self.upload_id.take()
-            && self.opts.abort_on_drop
-        {
-            abort_in_background(
-                self.api.clone(),
-                self.uri.clone(),
-                id,
-                self.runtime.as_ref(),
-                self.owner,
-            );
+        // Dropping the JoinSet cancels the parts in flight; the upload itself is aborted by
+        // the guard's drop, unless the caller asked to keep it.
+        if !self.opts.abort_on_drop {
+            self.upload.disarm();
         }
     }
 }
