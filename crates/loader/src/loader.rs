@@ -286,12 +286,17 @@ fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) 
                         }),
                     );
                 };
-                let sized = store.head(&item.uri).await.map(|meta| Item {
-                    size: Some(meta.size),
-                    etag: meta.etag,
-                    uri: item.uri,
-                });
-                (seq, sized)
+                // A failed HEAD says little (its answer has no body, so no S3 error code): the
+                // item goes on unsized, and its GET reports what the server says.
+                let sized = match store.head(&item.uri).await {
+                    Ok(meta) => Item {
+                        size: Some(meta.size),
+                        etag: meta.etag,
+                        uri: item.uri,
+                    },
+                    Err(_) => item,
+                };
+                (seq, Ok(sized))
             }
         })
         .buffered(ahead)
@@ -305,6 +310,7 @@ async fn admit(
     sized: &mut Sized,
     staged: &mut Option<(OwnedSemaphorePermit, usize, Result<Item>)>,
     budget: Option<&Budget>,
+    first_chunk: u64,
 ) -> Option<Admitted> {
     if staged.is_none() {
         let slot = slots
@@ -321,6 +327,8 @@ async fn admit(
     };
     let memory = match (budget, size) {
         (Some(b), Some(size)) => Some(b.reserve(size).await),
+        // Unsized under a budget only when its HEAD failed: one chunk, as the first range.
+        (Some(b), None) => Some(b.reserve(first_chunk).await),
         _ => None,
     };
     let (slot, seq, item) = staged.take().expect("staged above");
@@ -388,7 +396,7 @@ async fn drive(
                     }
                 }
             }
-            admitted = admit(&slots, &mut sized, &mut staged, budget.as_ref()), if !exhausted => {
+            admitted = admit(&slots, &mut sized, &mut staged, budget.as_ref(), fetcher.planner.chunk_size.get()), if !exhausted => {
                 let Some(Admitted { seq, item, slot, memory }) = admitted else {
                     exhausted = true;
                     continue;
