@@ -712,7 +712,9 @@ pub async fn run_catalogue(make: crate::conformance::MakeStore) {
         let summary = match &got {
             Err(_) => "hang".to_owned(),
             Ok(Ok(o)) => format!("ok: {}", short(o)),
-            Ok(Err(e)) => format!("{:?}", Kind::of(e)),
+            Ok(Err(e)) => {
+                Kind::of(e).map_or_else(|| "other error".to_owned(), |k| format!("{k:?}"))
+            }
         };
         println!("CATALOGUE\t{}\t{}\t{summary}", store.backend(), case.name);
         let verdict = match got {
