@@ -3,6 +3,7 @@
 //! abort if anything fails so no orphaned parts keep costing storage.
 
 use crate::error::{Error, Result};
+use crate::resume::same_etag;
 use crate::retry::{RetryPolicy, retry};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
@@ -99,7 +100,8 @@ impl Drop for AbortGuard {
     }
 }
 
-/// S3's ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<parts>`.
+/// S3's ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<parts>`
+/// (quoted, lower-case hex; compared to a HEAD's without regard to quotes or case).
 /// `None` when a part's ETag is not an MD5 (stores that do not follow the convention).
 fn multipart_etag(parts: &[(u32, String)]) -> Option<String> {
     use md5::{Digest, Md5};
@@ -139,7 +141,13 @@ async fn complete(
             Err(e) if again && no_such_upload(&e) => {
                 let expected = multipart_etag(parts);
                 match api.head_object(uri).await {
-                    Ok(meta) if expected.is_some() && meta.etag == expected => Ok(meta.etag),
+                    Ok(meta)
+                        if meta.etag.as_deref().zip(expected.as_deref()).is_some_and(
+                            |(got, want)| same_etag(&got.to_ascii_lowercase(), want),
+                        ) =>
+                    {
+                        Ok(meta.etag)
+                    }
                     _ => Err(Error::integrity(
                         uri.to_string(),
                         format!(
@@ -800,8 +808,20 @@ mod tests {
         let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10)
             .await
             .unwrap();
-        assert_eq!(info.etag, Some(right));
+        assert_eq!(info.etag, Some(right.clone()));
         assert!(!*fake.aborted.lock().unwrap());
+        // A store that sends it unquoted and in upper case: the same ETag.
+        let shouted = right.trim_matches('"').to_ascii_uppercase();
+        let fake = Arc::new(Fake {
+            lose_complete_answer: true,
+            head_etag: Mutex::new(Some(shouted)),
+            ..Default::default()
+        });
+        assert!(
+            upload(&api(&fake), &policy(), &uri, data.clone(), 10)
+                .await
+                .is_ok()
+        );
         // Another object (someone else's write, or none): an error, and the upload aborted.
         let fake = Arc::new(Fake {
             lose_complete_answer: true,

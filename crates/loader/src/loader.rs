@@ -273,34 +273,61 @@ fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) 
     let requests = fetcher.requests.clone();
     futures::stream::iter(items.into_iter().enumerate())
         .map(move |(seq, item)| {
+            if !budget || item.size.is_some() {
+                return futures::future::ready((seq, Ok(item))).boxed();
+            }
             let (store, requests) = (store.clone(), requests.clone());
-            async move {
-                if !budget || item.size.is_some() {
-                    return (seq, Ok(item));
-                }
+            let uri = item.uri.to_string();
+            // Its own task: a HEAD holds one of the loader's request permits, and must give
+            // it back whether or not the driver is polling this stream (it may be waiting for
+            // memory that only fetches needing those permits can free).
+            let head = AbortOnDrop(tokio::spawn(async move {
                 let Ok(_permit) = requests.acquire().await else {
-                    return (
-                        seq,
-                        Err(Error::Cancelled {
-                            uri: item.uri.to_string(),
-                        }),
-                    );
+                    return Err(Error::Cancelled {
+                        uri: item.uri.to_string(),
+                    });
                 };
-                // A failed HEAD says little (its answer has no body, so no S3 error code): the
-                // item goes on unsized, and its GET reports what the server says.
-                let sized = match store.head(&item.uri).await {
+                // A failed HEAD says little (its answer has no body, so no S3 error code):
+                // the item goes on unsized, and its GET reports what the server says.
+                Ok(match store.head(&item.uri).await {
                     Ok(meta) => Item {
                         size: Some(meta.size),
                         etag: meta.etag,
                         uri: item.uri,
                     },
                     Err(_) => item,
-                };
-                (seq, Ok(sized))
-            }
+                })
+            }));
+            head.map(move |joined| {
+                let item = joined.unwrap_or_else(|e| {
+                    Err(Error::integrity(uri, format!("sizing task failed: {e}")))
+                });
+                (seq, item)
+            })
+            .boxed()
         })
         .buffered(ahead)
         .boxed()
+}
+
+/// A task that is aborted when its handle is dropped (the loader with it).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Waits for the next item's prefetch slot and memory. Cancel-safe, for `select!`: an item

@@ -820,3 +820,25 @@ async fn fault_soak_every_byte_right_over_ten_seeds() {
         }
     }
 }
+
+/// Sizing HEADs take request permits: with more objects looked ahead than requests allowed,
+/// and the driver waiting for memory, they must still finish and hand their permits back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sizing_heads_never_starve_the_fetches_of_requests() {
+    for backend in for_each_backend() {
+        let (server, store) = setup(backend).await;
+        let uris = seed(&server, "heads/", &[300_000; 40]);
+        server
+            .faults()
+            .inject(Fault::Latency(Duration::from_millis(5)), 1000);
+        let o = LoaderOptions {
+            prefetch: 16,
+            max_requests: 2,
+            memory_budget: Some(1 << 20),
+            range_threshold: sluice_core::RangePlanner::NEVER,
+            ..opts()
+        };
+        let mut loader = Loader::new(store, &Dataset::from_uris(uris), o).unwrap();
+        assert_eq!(drain(&mut loader).await.len(), 40, "{backend}");
+    }
+}
