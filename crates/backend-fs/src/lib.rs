@@ -82,7 +82,12 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::integrity(uri.to_string(), format!("file task failed: {e}")))?
+        .map_err(|e| task_failed(uri, e))?
+}
+
+/// A blocking file task that panicked or was cancelled, as this object's error.
+fn task_failed(uri: &ObjectUri, e: tokio::task::JoinError) -> Error {
+    Error::integrity(uri.to_string(), format!("file task failed: {e}"))
 }
 
 /// A version tag for a file: modification time and size, which change on every rewrite.
@@ -167,7 +172,7 @@ impl ObjectStore for FsStore {
             (seg, r)
         })
         .await
-        .map_err(|e| Error::integrity(uri.to_string(), format!("file task failed: {e}")))?;
+        .map_err(|e| task_failed(uri, e))?;
         *dst = seg;
         result
     }

@@ -1,7 +1,7 @@
 //! A streamed write to a file: bytes go to a hidden temporary file as they come, and
 //! `finish` renames it into place, so the object appears whole or not at all.
 
-use crate::{create_temp, etag_of, publish, temp_path};
+use crate::{create_temp, etag_of, publish, task_failed, temp_path};
 use async_trait::async_trait;
 use bytes::Bytes;
 use sluice_core::upload::WriterState;
@@ -58,10 +58,6 @@ impl FsWriter {
         self.discard();
         Err(e)
     }
-}
-
-fn task_failed(uri: &ObjectUri, e: tokio::task::JoinError) -> Error {
-    Error::integrity(uri.to_string(), format!("file task failed: {e}"))
 }
 
 #[async_trait]

@@ -470,9 +470,7 @@ pub async fn unreachable_endpoint_fails_fast(ctx: Ctx) {
         .local_addr()
         .unwrap()
         .port();
-    let mut cfg = config_for(&ctx.server, ctx.scheme);
-    cfg.endpoint = Some(format!("http://127.0.0.1:{port}").parse().unwrap());
-    cfg.retry.max_attempts = 2;
+    let cfg = config_at(&ctx, &format!("http://127.0.0.1:{port}"));
     let store = (ctx.make)(cfg).unwrap();
     let err = within("get from nowhere", store.get(&ctx.uri("k"), None))
         .await
@@ -484,20 +482,21 @@ pub async fn unreachable_endpoint_fails_fast(ctx: Ctx) {
     assert!(err.to_string().contains("s3://sluice-test/k"), "{err}");
 }
 
+/// The context's configuration pointed at another endpoint, with two attempts.
+fn config_at(ctx: &Ctx, endpoint: &str) -> StoreConfig {
+    let mut cfg = config_for(&ctx.server, ctx.scheme);
+    cfg.endpoint = Some(endpoint.parse().expect("an http URL"));
+    cfg.retry.max_attempts = 2;
+    cfg
+}
+
 /// A server that accepts connections and never answers: every call ends with an error
 /// within its first-byte timeout (per attempt), never hangs.
 pub async fn silent_server_times_out(ctx: Ctx) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let keep = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            held.push(sock); // read nothing, write nothing
-        }
-    });
-    let mut cfg = config_for(&ctx.server, ctx.scheme);
-    cfg.endpoint = Some(format!("http://127.0.0.1:{port}").parse().unwrap());
-    cfg.retry.max_attempts = 2;
+    let silent = crate::hostile::HostileServer::start(Arc::new(|_, _| crate::hostile::Reply::Hang))
+        .await
+        .unwrap();
+    let mut cfg = config_at(&ctx, silent.endpoint());
     cfg.timeouts.first_byte = Duration::from_millis(700);
     let store = (ctx.make)(cfg).unwrap();
     let t = Instant::now();
@@ -516,7 +515,6 @@ pub async fn silent_server_times_out(ctx: Ctx) {
         "took {:?}",
         t.elapsed()
     );
-    keep.abort();
 }
 
 /// Expands the suite into `#[tokio::test]`s for one backend: `conformance_suite!(make_fn);`
