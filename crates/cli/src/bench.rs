@@ -616,7 +616,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
     }
     let dataset = Dataset::from_items(items);
     let store = a.store.open().await?;
-    let pool = BufferPool::for_prefetch(a.prefetch, None);
+    let pool = BufferPool::for_prefetch(a.prefetch, LoaderOptions::default().memory_budget);
     let cpu0 = process_cpu_seconds().unwrap_or(0.0);
     for epoch in 0..a.epochs.max(1) {
         let opts = LoaderOptions {

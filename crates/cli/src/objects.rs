@@ -63,10 +63,7 @@ pub struct GetArgs {
     jobs: usize,
     /// Bytes of objects in flight (being read, or read and not yet written or checked); "off":
     /// only -j bounds them. Objects named without a listing are sized by HEAD
-    // 256 MiB: the memory a first pass touches (page faults cost more than the copy). Measured
-    // here, 24 × 146.6 MB, server CPU 0, client CPU 1, medians of 3, first pass over http:
-    // off 1,043 MB/s (0.52× curl, 2.3 GB peak RSS), 512MiB 1,409 (0.72×, 546 MB), 256MiB 2,330
-    // (1.05× curl at 0.93× its CPU per GB, 187 MB); https 449 / 620 / 703 MB/s (curl 699–789).
+    // The loader's DEFAULT_MEMORY_BUDGET (measured there); a test keeps the two equal.
     #[arg(long, default_value = "256MiB", value_parser = parse_budget)]
     memory_budget: u64,
     /// Objects at least this large are read as parallel ranged GETs ("off": never)
@@ -460,5 +457,20 @@ mod tests {
                 "data/train/1/img_2_of_3.npz"
             ]
         );
+    }
+
+    #[test]
+    fn get_budget_defaults_to_the_loaders() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            get: GetArgs,
+        }
+        let cli = Cli::try_parse_from(["get", "s3://b/k"]).unwrap();
+        assert_eq!(cli.get.memory_budget, sluice_loader::DEFAULT_MEMORY_BUDGET);
+        let off = Cli::try_parse_from(["get", "--memory-budget", "off", "s3://b/k"]).unwrap();
+        assert_eq!(off.get.memory_budget, 0);
+        assert!(Cli::try_parse_from(["get", "--memory-budget", "0", "s3://b/k"]).is_err());
     }
 }

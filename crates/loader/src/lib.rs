@@ -22,7 +22,7 @@ pub mod registry;
 pub mod stats;
 
 pub use dataset::{Dataset, Item, Sharding};
-pub use loader::{Loader, LoaderOptions, Object, OnError, Order};
+pub use loader::{DEFAULT_MEMORY_BUDGET, Loader, LoaderOptions, Object, OnError, Order};
 pub use pool::BufferPool;
 pub use stats::StatsSnapshot;
 

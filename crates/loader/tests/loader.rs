@@ -42,6 +42,15 @@ fn opts() -> LoaderOptions {
     }
 }
 
+/// Without a memory budget, objects named without a size are not sized by a HEAD first: for
+/// the tests that watch GETs alone (how sizes are learned, where faults land).
+fn unbudgeted() -> LoaderOptions {
+    LoaderOptions {
+        memory_budget: None,
+        ..opts()
+    }
+}
+
 async fn drain(loader: &mut Loader) -> Vec<sluice_loader::Object> {
     let mut out = Vec::new();
     while let Some(o) = within("loader next", loader.next()).await {
@@ -106,8 +115,12 @@ async fn uri_dataset_learns_sizes_from_the_first_range() {
         let (server, store) = setup(backend).await;
         let sizes = [0, 10, 256 << 10, (3 << 20) + 1];
         let uris = seed(&server, "u/", &sizes);
-        let mut loader =
-            Loader::new(store.clone(), &Dataset::from_uris(uris.clone()), opts()).unwrap();
+        let mut loader = Loader::new(
+            store.clone(),
+            &Dataset::from_uris(uris.clone()),
+            unbudgeted(),
+        )
+        .unwrap();
         let got = drain(&mut loader).await;
         let set: BTreeSet<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
         assert_eq!(set, uris.iter().cloned().collect(), "{backend}");
@@ -126,7 +139,7 @@ async fn uri_dataset_learns_sizes_from_the_first_range() {
         let before = server.faults().requests();
         let never = LoaderOptions {
             range_threshold: sluice_core::RangePlanner::NEVER,
-            ..opts()
+            ..unbudgeted()
         };
         let mut loader = Loader::new(store, &Dataset::from_uris(uris), never).unwrap();
         let got = drain(&mut loader).await;
@@ -259,7 +272,7 @@ async fn faults_are_retried_and_counted() {
         let uris = seed(&server, "flaky/", &[2 << 20, 2 << 20, 500_000]);
         server.faults().inject(Fault::ResetAfter(100_000), 3);
         server.faults().inject(Fault::SlowDown, 2);
-        let mut loader = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
+        let mut loader = Loader::new(store, &Dataset::from_uris(uris), unbudgeted()).unwrap();
         assert_eq!(drain(&mut loader).await.len(), 3);
         let s = loader.stats();
         assert_eq!(
@@ -510,7 +523,7 @@ async fn a_panicking_fetch_or_an_impossible_size_is_an_error_never_a_short_epoch
     let deliver = LoaderOptions {
         on_error: OnError::Deliver,
         order: Order::Input,
-        ..opts()
+        ..unbudgeted()
     };
     let mut loader = Loader::new(store.clone(), &ds, deliver).unwrap();
     let mut got = Vec::new();

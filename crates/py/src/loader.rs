@@ -197,7 +197,7 @@ impl Loader {
         dataset, prefetch=16, order="completion", shuffle=false, seed=0, epoch=0,
         rank=None, world_size=None, worker_id=None, num_workers=None,
         backend=None, client=None, range_threshold=None, chunk_size=None,
-        max_requests=64, memory_budget=None, on_error="raise", reuse_buffers=true
+        max_requests=64, memory_budget=Some(sluice_loader::DEFAULT_MEMORY_BUDGET), on_error="raise", reuse_buffers=true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(

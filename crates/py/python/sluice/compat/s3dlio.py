@@ -448,7 +448,8 @@ class PyDataset:
 
 
 # s3dlio loader options that map onto sluice.Loader's; others (skip_head among them: sluice
-# never sends HEAD requests for a dataset) are accepted and ignored.
+# sends a HEAD only to size an object named without one, so that its memory budget holds) are
+# accepted and ignored.
 _LOADER_KEYS = {
     "prefetch": "prefetch",
     "shuffle": "shuffle",
