@@ -7,20 +7,38 @@ use std::sync::{Arc, Mutex, Weak};
 
 #[derive(Debug)]
 pub struct BufferPool {
-    free: Mutex<Vec<BytesMut>>,
+    state: Mutex<State>,
     /// Keep at most this many idle buffers...
     max_idle: usize,
-    /// ...and at most this many bytes of them.
+    /// ...and at most this many bytes of them, or what the consumer once held, if more.
     max_idle_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    free: Vec<BytesMut>,
+    /// Bytes of delivered buffers the consumer still holds, and the most it ever held.
+    held: usize,
+    peak_held: usize,
+}
+
+impl State {
+    fn idle_bytes(&self) -> usize {
+        self.free.iter().map(BytesMut::capacity).sum()
+    }
 }
 
 impl BufferPool {
     /// A loader sizes `max_idle` to its prefetch window: in a steady epoch every buffer
     /// that comes back is taken again by the next fetch, so the pool never holds more than
-    /// the window's worth and peak memory stays that of the buffers in flight.
+    /// the window's worth and peak memory stays that of the buffers in flight. Idle bytes
+    /// are capped by `max_idle_bytes`, or by the most the consumer ever held at once if
+    /// that is more: a consumer that keeps batches (DLIO's loop holds two of 7) returns them
+    /// together, and keeping them spares the next batch fresh pages without raising the
+    /// peak (they were all alive at once before).
     pub fn new(max_idle: usize, max_idle_bytes: usize) -> Arc<Self> {
         Arc::new(Self {
-            free: Mutex::default(),
+            state: Mutex::default(),
             max_idle,
             max_idle_bytes,
         })
@@ -28,8 +46,7 @@ impl BufferPool {
 
     /// The pool a loader with this prefetch window (and memory budget) needs: the window,
     /// plus what a consumer typically holds (a batch; DLIO takes 7), so that every buffer of
-    /// one epoch is still there for the next. Idle buffers were all alive at once before, so
-    /// keeping them never raises the peak.
+    /// one epoch is still there for the next.
     pub fn for_prefetch(prefetch: usize, memory_budget: Option<u64>) -> Arc<Self> {
         Self::new(
             2 * prefetch + 8,
@@ -40,7 +57,7 @@ impl BufferPool {
     /// For a body of unknown size: the largest idle buffer (the likeliest to fit; a growable
     /// segment reallocates only if it does not), else an empty one.
     pub fn take_largest(&self) -> BytesMut {
-        let mut free = self.free.lock().unwrap();
+        let free = &mut self.state.lock().unwrap().free;
         let largest = free
             .iter()
             .enumerate()
@@ -53,7 +70,8 @@ impl BufferPool {
     /// fits, else a new allocation. `None` when the system cannot provide it (the caller
     /// reports the object; an impossible size must not abort the process).
     pub fn try_take(&self, len: usize) -> Option<BytesMut> {
-        let mut free = self.free.lock().unwrap();
+        let mut state = self.state.lock().unwrap();
+        let free = &mut state.free;
         let best = free
             .iter()
             .enumerate()
@@ -67,7 +85,7 @@ impl BufferPool {
                 Some(b)
             }
             None => {
-                drop(free);
+                drop(state);
                 // BytesMut cannot report a failed allocation (it aborts): ask a Vec first.
                 // Unmapped memory costs nothing, so the probe is an mmap/munmap pair.
                 Vec::<u8>::new().try_reserve_exact(len).ok()?;
@@ -84,28 +102,36 @@ impl BufferPool {
             .expect("allocation of a test-sized buffer")
     }
 
-    pub(crate) fn give_back(&self, mut buf: BytesMut) {
-        buf.clear();
-        let mut free = self.free.lock().unwrap();
-        let idle: usize = free.iter().map(BytesMut::capacity).sum();
-        if free.len() < self.max_idle && idle + buf.capacity() <= self.max_idle_bytes {
-            free.push(buf);
+    /// A buffer taken and never delivered, back for reuse.
+    pub(crate) fn give_back(&self, buf: BytesMut) {
+        self.returned(0, Some(buf));
+    }
+
+    /// A delivered buffer of `len` bytes came back (`buf`: its memory, when reusable).
+    fn returned(&self, len: usize, buf: Option<BytesMut>) {
+        let mut state = self.state.lock().unwrap();
+        state.held = state.held.saturating_sub(len);
+        let Some(mut buf) = buf else { return };
+        let cap = self.max_idle_bytes.max(state.peak_held);
+        if state.free.len() < self.max_idle && state.idle_bytes() + buf.capacity() <= cap {
+            buf.clear();
+            state.free.push(buf);
         }
     }
 
     /// Bytes currently idle in the pool.
     pub fn idle_bytes(&self) -> usize {
-        self.free
-            .lock()
-            .unwrap()
-            .iter()
-            .map(BytesMut::capacity)
-            .sum()
+        self.state.lock().unwrap().idle_bytes()
     }
 
     /// Wraps a finished buffer so that when the last `Bytes` handle to it (a Python object
     /// included) is dropped, its memory returns here instead of to the allocator.
     pub fn share(self: &Arc<Self>, data: Bytes) -> Bytes {
+        {
+            let mut state = self.state.lock().unwrap();
+            state.held += data.len();
+            state.peak_held = state.peak_held.max(state.held);
+        }
         Bytes::from_owner(Pooled {
             data: Some(data),
             pool: Arc::downgrade(self),
@@ -126,10 +152,9 @@ impl AsRef<[u8]> for Pooled {
 
 impl Drop for Pooled {
     fn drop(&mut self) {
-        if let (Some(data), Some(pool)) = (self.data.take(), self.pool.upgrade())
-            && let Ok(buf) = data.try_into_mut()
-        {
-            pool.give_back(buf);
+        if let (Some(data), Some(pool)) = (self.data.take(), self.pool.upgrade()) {
+            let len = data.len();
+            pool.returned(len, data.try_into_mut().ok());
         }
     }
 }
@@ -159,9 +184,41 @@ mod tests {
     fn idle_memory_is_capped() {
         let pool = BufferPool::new(4, 1500);
         let a = pool.share(pool.take(1000).freeze());
-        let b = pool.share(BytesMut::with_capacity(1000).freeze());
         drop(a);
+        let b = pool.share(BytesMut::with_capacity(1000).freeze());
+        let c = pool.share(pool.take(1000).freeze());
         drop(b);
-        assert!(pool.idle_bytes() <= 1500);
+        drop(c);
+        assert!(
+            pool.idle_bytes() <= 1500,
+            "never more than held at once: {}",
+            pool.idle_bytes()
+        );
+    }
+
+    fn filled(pool: &Arc<BufferPool>, len: usize) -> Bytes {
+        let mut b = pool.take(len);
+        b.resize(len, 7);
+        pool.share(b.freeze())
+    }
+
+    #[test]
+    fn what_a_consumer_held_at_once_is_kept_for_its_next_batch() {
+        // A budget of one object; the consumer holds three at once, then returns them.
+        let pool = BufferPool::new(8, 1000);
+        let batch: Vec<Bytes> = (0..3).map(|_| filled(&pool, 1000)).collect();
+        let addrs: Vec<usize> = batch.iter().map(|b| b.as_ptr() as usize).collect();
+        drop(batch);
+        assert_eq!(
+            pool.idle_bytes(),
+            3000,
+            "all three kept: they were alive at once"
+        );
+        let again: Vec<Bytes> = (0..3).map(|_| filled(&pool, 1000)).collect();
+        let mut reused: Vec<usize> = again.iter().map(|b| b.as_ptr() as usize).collect();
+        reused.sort();
+        let mut addrs = addrs;
+        addrs.sort();
+        assert_eq!(reused, addrs, "the next batch lands in the same memory");
     }
 }
