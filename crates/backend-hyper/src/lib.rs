@@ -6,6 +6,7 @@
 //! byte through `sluice_core::resume`.
 
 mod addressing;
+mod buffered;
 mod transport;
 mod xml;
 

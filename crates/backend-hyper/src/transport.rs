@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::buffered::BufferedConnector;
 use crate::xml;
 
 /// HTTP/2 flow-control windows, sized for bandwidth × delay: 25 Gbit/s × 5 ms ≈ 16 MiB per
@@ -35,7 +36,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Transport {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<HttpsConnector<BufferedConnector>, Full<Bytes>>,
     /// One permit per request in flight: bounds connections, since HTTP/1.1 holds one
     /// connection per request.
     permits: Arc<Semaphore>,
@@ -66,9 +67,13 @@ impl Transport {
         // flow-control window to cap a stream at window/RTT. HTTP/2 multiplexes every request
         // onto one connection (one socket, one decrypting task) — opt in with SLUICE_HTTP2=1.
         let connector = if cfg.http2 {
-            builder.enable_all_versions().wrap_connector(http)
+            builder
+                .enable_all_versions()
+                .wrap_connector(BufferedConnector::new(http))
         } else {
-            builder.enable_http1().wrap_connector(http)
+            builder
+                .enable_http1()
+                .wrap_connector(BufferedConnector::new(http))
         };
         let mut b = Client::builder(TokioExecutor::new());
         b.pool_max_idle_per_host(cfg.max_connections)
