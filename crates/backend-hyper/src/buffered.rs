@@ -177,7 +177,12 @@ mod tests {
                 got.extend_from_slice(&chunk[..n]);
             }
             server.await.unwrap();
-            assert!(got == data, "{scheme}: {} bytes read of {}", got.len(), data.len());
+            assert!(
+                got == data,
+                "{scheme}: {} bytes read of {}",
+                got.len(),
+                data.len()
+            );
         }
     }
 }
