@@ -50,8 +50,9 @@ pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 /// costs more than the copy; bounded by bytes, the loader recycles a small set of buffers from
 /// the first object on. Measured against nginx (CPU 0, client CPU 1, 24 × 146.6 MB, first
 /// pass): `sluice get -j 16` without a budget touched 2.3 GB and ran at 0.5× curl; with
-/// 256 MiB it touches ~300 MB and runs at curl's rate or better at lower CPU per GB; the
-/// Python `Loader` (prefetch 16) went from 1,141 MB/s and 2.6 GB to 2,078 MB/s and 471 MB.
+/// 256 MiB it touches ~300 MB and runs at 0.8–1.0× curl (medians of 3, two sets) at about
+/// curl's CPU per GB; the Python `Loader` (prefetch 16) went from 1,141 MB/s and 2.6 GB to
+/// 1,812–1,966 MB/s and 484 MB.
 /// 256 MiB still holds 32 ranges of 8 MiB: enough to keep a 10 GB/s link with 25 ms of
 /// latency busy. The cost: objects named without a size are sized by a HEAD each.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
