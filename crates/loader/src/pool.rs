@@ -17,7 +17,8 @@ pub struct BufferPool {
 #[derive(Debug, Default)]
 struct State {
     free: Vec<BytesMut>,
-    /// Bytes of delivered buffers the consumer still holds, and the most it ever held.
+    /// Bytes of finished objects not yet dropped (waiting to be taken, or held by the
+    /// consumer), and the most there ever were at once.
     held: usize,
     peak_held: usize,
 }
@@ -71,29 +72,38 @@ impl BufferPool {
     /// reports the object; an impossible size must not abort the process).
     pub fn try_take(&self, len: usize) -> Option<BytesMut> {
         let mut state = self.state.lock().unwrap();
-        let free = &mut state.free;
-        let best = free
+        let best = state
+            .free
             .iter()
             .enumerate()
             .filter(|(_, b)| b.capacity() >= len)
             .min_by_key(|(_, b)| b.capacity())
             .map(|(i, _)| i);
-        match best {
-            Some(i) => {
-                let mut b = free.swap_remove(i);
-                b.clear();
-                Some(b)
-            }
-            None => {
-                drop(state);
-                // BytesMut cannot report a failed allocation (it aborts): ask a Vec first.
-                // Unmapped memory costs nothing, so the probe is an mmap/munmap pair.
-                Vec::<u8>::new().try_reserve_exact(len).ok()?;
-                let buf = BytesMut::with_capacity(len);
-                crate::hugepages::advise(&buf);
-                Some(buf)
-            }
+        if let Some(i) = best {
+            let mut b = state.free.swap_remove(i);
+            b.clear();
+            return Some(b);
         }
+        // Idle buffers too small for this one make way for it, smallest first, so that idle
+        // and new memory together stay within what was held at once.
+        let cap = self.idle_cap(&state);
+        state
+            .free
+            .sort_unstable_by_key(|b| std::cmp::Reverse(b.capacity()));
+        let mut evicted = Vec::new();
+        while state.idle_bytes() + len > cap
+            && let Some(b) = state.free.pop()
+        {
+            evicted.push(b);
+        }
+        drop(state);
+        drop(evicted); // freed outside the lock
+        // BytesMut cannot report a failed allocation (it aborts): ask a Vec first.
+        // Unmapped memory costs nothing, so the probe is an mmap/munmap pair.
+        Vec::<u8>::new().try_reserve_exact(len).ok()?;
+        let buf = BytesMut::with_capacity(len);
+        crate::hugepages::advise(&buf);
+        Some(buf)
     }
 
     /// As `try_take`, for sizes known to be reasonable (tests).
@@ -112,11 +122,21 @@ impl BufferPool {
         let mut state = self.state.lock().unwrap();
         state.held = state.held.saturating_sub(len);
         let Some(mut buf) = buf else { return };
-        let cap = self.max_idle_bytes.max(state.peak_held);
-        if state.free.len() < self.max_idle && state.idle_bytes() + buf.capacity() <= cap {
+        if state.free.len() < self.max_idle
+            && state.idle_bytes() + buf.capacity() <= self.idle_cap(&state)
+        {
             buf.clear();
             state.free.push(buf);
+        } else {
+            drop(state); // a buffer not kept is freed outside the lock
         }
+    }
+
+    /// The most idle memory to keep: the configured bytes, or what was held at once if more.
+    /// (`held` counts object lengths, idle counts capacities, which may be larger: the cap
+    /// errs on the side of keeping less.)
+    fn idle_cap(&self, state: &State) -> usize {
+        self.max_idle_bytes.max(state.peak_held)
     }
 
     /// Bytes currently idle in the pool.
@@ -192,6 +212,23 @@ mod tests {
             pool.idle_bytes() <= 2000,
             "idle {} B, more than the 2000 B ever held at once",
             pool.idle_bytes()
+        );
+    }
+
+    #[test]
+    fn a_new_size_evicts_idle_buffers_it_cannot_use() {
+        // The consumer held two 1000 B objects at once; then objects of 2000 B arrive. The
+        // idle 2000 B cannot hold one: they make way rather than sit beside the new buffer.
+        let pool = BufferPool::new(8, 0);
+        let two = [filled(&pool, 1000), filled(&pool, 1000)];
+        drop(two);
+        assert_eq!(pool.idle_bytes(), 2000);
+        let big = pool.take(2000);
+        assert!(
+            pool.idle_bytes() + big.capacity() <= 2000,
+            "idle {} B beside a new {} B buffer, more than the 2000 B ever held",
+            pool.idle_bytes(),
+            big.capacity()
         );
     }
 

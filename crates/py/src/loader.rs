@@ -14,8 +14,8 @@ use tokio::time::timeout;
 
 /// Buffer pools shared by the loaders of a process with the same window, so that the second
 /// epoch (a new `Loader`) reuses the first one's memory instead of page-faulting fresh memory
-/// in — as the Rust loader does across epochs. A pool keeps at most one window of idle
-/// buffers.
+/// in — as the Rust loader does across epochs. A pool keeps idle at most what was once
+/// alive at once (the budget, or the batches a consumer held).
 type PoolKey = (usize, Option<u64>);
 static POOLS: PerProcess<Mutex<HashMap<PoolKey, Arc<BufferPool>>>> = PerProcess::new();
 

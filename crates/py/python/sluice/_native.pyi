@@ -92,11 +92,12 @@ class Loader:
     reader's shard (disjoint, together complete); objects of at least ``range_threshold``
     bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` (8 MiB), 2**64-1 turns
     that off; ``max_requests``: HTTP requests in flight; ``memory_budget``: bytes in flight
-    (fetching or waiting to be taken; default 256 MiB, None: no bound but ``prefetch``;
-    objects given without a size are then sized by a HEAD first);
+    (fetching or waiting to be taken; default 256 MiB; objects given without a size are
+    sized by a HEAD first; None: no bound but ``prefetch``, and no HEADs);
     ``on_error``: "raise" or "deliver" (failed objects raise from ``__next__`` and reading
     goes on); ``reuse_buffers``: loaders of this process with the same window share a pool,
-    so a second epoch reuses the first one's memory (at most one window stays idle)."""
+    so a second epoch reuses the first one's memory (idle memory never exceeds what was
+    once alive at once)."""
 
     def __init__(
         self,
