@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::task::AbortOnDropHandle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
@@ -294,7 +295,7 @@ fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) 
             // Its own task: a HEAD holds one of the loader's request permits, and must give
             // it back whether or not the driver is polling this stream (it may be waiting for
             // memory that only fetches needing those permits can free).
-            let head = AbortOnDrop(tokio::spawn(async move {
+            let head = AbortOnDropHandle::new(tokio::spawn(async move {
                 let Ok(_permit) = requests.acquire().await else {
                     return Err(Error::Cancelled {
                         uri: item.uri.to_string(),
@@ -321,26 +322,6 @@ fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) 
         })
         .buffered(ahead)
         .boxed()
-}
-
-/// A task that is aborted when its handle is dropped (the loader with it).
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = std::result::Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Waits for the next item's prefetch slot and memory. Cancel-safe, for `select!`: an item
