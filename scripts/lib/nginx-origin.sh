@@ -10,6 +10,14 @@
 #   CPUS: taskset list for nginx. Sets ORIGIN_PID and writes DIR/ca.pem.
 BUCKET=${BUCKET:-sluice-test}
 
+# Waits until a `sluice serve` writing LOG says "ready"; prints the log and fails if it does
+# not within a minute.
+wait_ready() { # log
+  for _ in $(seq 600); do grep -q ready "$1" 2>/dev/null && return 0; sleep 0.1; done
+  cat "$1"
+  return 1
+}
+
 nginx_origin() {
   local dir=$1 bin=$2 count=$3 size=$4 cpus=$5 workers=$6 http=$7 https=$8
   command -v nginx >/dev/null || { apt-get install -y -q nginx-light >/dev/null || { apt-get update -q && apt-get install -y -q nginx-light; }; }
@@ -17,8 +25,7 @@ nginx_origin() {
   "$bin" serve --addr 127.0.0.1:19099 --no-https --populate "$count" --object-size "$size" \
     --prefix bench/ > "$dir/populate.log" 2>&1 &
   local populate=$!
-  for _ in $(seq 600); do grep -q ready "$dir/populate.log" 2>/dev/null && break; sleep 0.1; done
-  grep -q ready "$dir/populate.log" || { cat "$dir/populate.log"; return 1; }
+  wait_ready "$dir/populate.log"
   # The test server's default credentials (nginx checks none).
   local creds=(env AWS_ACCESS_KEY_ID=sluice-test-access AWS_SECRET_ACCESS_KEY=sluice-test-secret AWS_REGION=us-east-1)
   "${creds[@]}" "$bin" get --endpoint http://127.0.0.1:19099 -o "$dir/www/$BUCKET/bench" "s3://$BUCKET/bench/" > /dev/null
