@@ -1,10 +1,10 @@
 //! sluice-backend-awssdk: S3 through the official AWS SDK for Rust (aws-sdk-s3) and its own
 //! hyper-1 HTTP client.
 //!
-//! The SDK makes one attempt per call (its retries are off); core's `retry` and
-//! `get_with_resume` supply retries and mid-body resumption, as for every backend. Bodies
-//! are read chunk by chunk from the SDK's `ByteStream` into the caller's segment, never
-//! buffered whole. Response checksums are validated only when asked for
+//! The SDK makes one attempt per call (its retries are off); core's policy layer
+//! (`S3Store`) supplies retries and mid-body resumption, as for every backend. Bodies are
+//! read chunk by chunk from the SDK's `ByteStream` into the caller's segment, never buffered
+//! whole. Response checksums are validated only when asked for
 //! (`AWS_RESPONSE_CHECKSUM_VALIDATION=when_supported`, see `sluice_core::Checksums`).
 
 mod bounded;
@@ -17,100 +17,40 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumMode, CompletedMultipartUpload, CompletedPart};
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use sluice_core::error::error_chain;
-use sluice_core::listing::{ListPage, paginate};
-use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
-use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
-use sluice_core::retry::retry;
+use sluice_core::listing::ListPage;
+use sluice_core::multipart::MultipartApi;
+use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
-    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
-    PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
+    Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store, StoreConfig, Wire, WireFromConfig,
 };
-use std::sync::Arc;
 use std::time::SystemTime;
-use tokio::sync::{Semaphore, SemaphorePermit};
 
-#[derive(Debug, Clone)]
-pub struct AwsSdkStore {
+/// The SDK backend's store: core's policy layer over `AwsSdkWire`.
+pub type AwsSdkStore = S3Store<AwsSdkWire>;
+
+/// One S3 call at a time through the SDK (its own retries off).
+#[derive(Debug)]
+pub struct AwsSdkWire {
     client: aws_sdk_s3::Client,
-    cfg: Arc<StoreConfig>,
-    /// The SDK's pool does not bound connections; this bounds requests in flight (and so
-    /// connections) to `max_connections`, as the hyper backend does.
-    permits: Arc<Semaphore>,
+    cfg: StoreConfig,
 }
 
-impl AwsSdkStore {
-    pub fn new(cfg: StoreConfig) -> Result<Self> {
+impl WireFromConfig for AwsSdkWire {
+    fn from_config(cfg: StoreConfig) -> Result<Self> {
         Ok(Self {
             client: client::build(&cfg)?,
-            permits: Arc::new(Semaphore::new(cfg.max_connections)),
-            cfg: Arc::new(cfg),
+            cfg,
         })
     }
+}
 
-    /// Builds the store from the standard AWS environment (see `StoreConfig::from_env`).
-    pub async fn from_env() -> Result<Self> {
-        Self::new(StoreConfig::from_env().await?)
-    }
-
-    async fn permit(&self) -> SemaphorePermit<'_> {
-        self.permits
-            .acquire()
-            .await
-            .expect("the semaphore is never closed")
-    }
-
+impl AwsSdkWire {
     fn err<E>(&self, subject: &str, e: SdkError<E, HttpResponse>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         errors::map_error(subject, &self.cfg.timeouts, e)
-    }
-
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
-        let subject = prefix.to_string();
-        let _permit = self.permit().await;
-        let page = self
-            .client
-            .list_objects_v2()
-            .bucket(prefix.bucket())
-            .prefix(prefix.key())
-            .set_delimiter((!recursive).then(|| "/".to_owned()))
-            .set_continuation_token(token)
-            .send()
-            .await
-            .map_err(|e| self.err(&subject, e))?;
-        let mut entries: Vec<ListEntry> = page
-            .common_prefixes()
-            .iter()
-            .filter_map(|p| p.prefix())
-            .map(|p| ListEntry::Prefix(prefix.with_key(p.to_owned())))
-            .collect();
-        for o in page.contents() {
-            let Some(key) = o.key() else { continue };
-            let uri = prefix.with_key(key.to_owned());
-            let size = length(&uri.to_string(), "the listing", o.size())?;
-            entries.push(ListEntry::Object(ObjectMeta {
-                uri,
-                size,
-                etag: o.e_tag().map(str::to_owned),
-                last_modified: o
-                    .last_modified()
-                    .and_then(|t| SystemTime::try_from(*t).ok()),
-            }));
-        }
-        ListPage::new(
-            &subject,
-            entries,
-            page.is_truncated().unwrap_or(false),
-            page.next_continuation_token().map(str::to_owned),
-        )
     }
 }
 
@@ -120,10 +60,9 @@ fn length(subject: &str, what: &str, n: Option<i64>) -> Result<u64> {
 }
 
 #[async_trait]
-impl GetAttempt for AwsSdkStore {
+impl GetAttempt for AwsSdkWire {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let subject = req.uri.to_string();
-        let _permit = self.permit().await;
         let out = self
             .client
             .get_object()
@@ -165,14 +104,29 @@ impl GetAttempt for AwsSdkStore {
 }
 
 #[async_trait]
-impl MultipartApi for AwsSdkStore {
+impl MultipartApi for AwsSdkWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        ObjectStore::head(self, uri).await
+        let s = uri.to_string();
+        let out = self
+            .client
+            .head_object()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .send()
+            .await
+            .map_err(|e| self.err(&s, e))?;
+        Ok(ObjectMeta {
+            uri: uri.clone(),
+            size: length(&s, "HEAD", out.content_length())?,
+            etag: out.e_tag().map(str::to_owned),
+            last_modified: out
+                .last_modified()
+                .and_then(|t| SystemTime::try_from(*t).ok()),
+        })
     }
 
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let s = uri.to_string();
-        let _permit = self.permit().await;
         let out = self
             .client
             .put_object()
@@ -188,7 +142,6 @@ impl MultipartApi for AwsSdkStore {
 
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
         let s = uri.to_string();
-        let _permit = self.permit().await;
         let out = self
             .client
             .create_multipart_upload()
@@ -210,7 +163,6 @@ impl MultipartApi for AwsSdkStore {
         data: Bytes,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
-        let _permit = self.permit().await;
         let out = self
             .client
             .upload_part()
@@ -242,7 +194,6 @@ impl MultipartApi for AwsSdkStore {
                     .build()
             })
             .collect();
-        let _permit = self.permit().await;
         let out = self
             .client
             .complete_multipart_upload()
@@ -262,7 +213,6 @@ impl MultipartApi for AwsSdkStore {
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         let s = uri.to_string();
-        let _permit = self.permit().await;
         self.client
             .abort_multipart_upload()
             .bucket(uri.bucket())
@@ -276,88 +226,67 @@ impl MultipartApi for AwsSdkStore {
 }
 
 #[async_trait]
-impl ObjectStore for AwsSdkStore {
+impl Wire for AwsSdkWire {
     fn backend(&self) -> &'static str {
         "awssdk"
     }
 
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let s = uri.to_string();
-        retry(&self.cfg.retry, || async {
-            let _permit = self.permit().await;
-            let out = self
-                .client
-                .head_object()
-                .bucket(uri.bucket())
-                .key(uri.key())
-                .send()
-                .await
-                .map_err(|e| self.err(&s, e))?;
-            Ok(ObjectMeta {
-                uri: uri.clone(),
-                size: length(&s, "HEAD", out.content_length())?,
-                etag: out.e_tag().map(str::to_owned),
-                last_modified: out
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        let subject = prefix.to_string();
+        let page = self
+            .client
+            .list_objects_v2()
+            .bucket(prefix.bucket())
+            .prefix(prefix.key())
+            .set_delimiter((!recursive).then(|| "/".to_owned()))
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| self.err(&subject, e))?;
+        let mut entries: Vec<ListEntry> = page
+            .common_prefixes()
+            .iter()
+            .filter_map(|p| p.prefix())
+            .map(|p| ListEntry::Prefix(prefix.with_key(p.to_owned())))
+            .collect();
+        for o in page.contents() {
+            let Some(key) = o.key() else { continue };
+            let uri = prefix.with_key(key.to_owned());
+            let size = length(&uri.to_string(), "the listing", o.size())?;
+            entries.push(ListEntry::Object(ObjectMeta {
+                uri,
+                size,
+                etag: o.e_tag().map(str::to_owned),
+                last_modified: o
                     .last_modified()
                     .and_then(|t| SystemTime::try_from(*t).ok()),
-            })
-        })
-        .await
-    }
-
-    async fn get_into_with(
-        &self,
-        uri: &ObjectUri,
-        opts: &GetOptions,
-        dst: &mut Segment,
-    ) -> Result<GetInfo> {
-        get_with_resume(self, &self.cfg.retry, uri, opts, dst).await
-    }
-
-    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
-        let prefix = prefix.clone();
-        paginate(&self.cfg.retry, move |token| {
-            let prefix = prefix.clone();
-            async move { self.list_page(&prefix, recursive, token).await }
-        })
-    }
-
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
-        multipart::put(
-            &api,
-            &self.cfg.retry,
-            uri,
-            data.0,
-            self.cfg.multipart_threshold,
-            self.cfg.multipart_part_size,
+            }));
+        }
+        ListPage::new(
+            &subject,
+            entries,
+            page.is_truncated().unwrap_or(false),
+            page.next_continuation_token().map(str::to_owned),
         )
-        .await
     }
 
-    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
-        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
-        Ok(Box::new(MultipartWriter::new(
-            api,
-            self.cfg.retry,
-            uri.clone(),
-            opts,
-        )?))
-    }
-
-    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
-        let s = uri.to_string();
-        retry(&self.cfg.retry, || async {
-            let _permit = self.permit().await;
-            self.client
-                .delete_object()
-                .bucket(uri.bucket())
-                .key(uri.key())
-                .send()
-                .await
-                .map(drop)
-                .map_err(|e| self.err(&s, e))
-        })
-        .await
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+        self.client
+            .delete_object()
+            .bucket(uri.bucket())
+            .key(uri.key())
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| self.err(&uri.to_string(), e))
     }
 }

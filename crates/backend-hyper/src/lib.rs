@@ -13,15 +13,12 @@ mod xml;
 use addressing::Addressing;
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use http::{HeaderMap, HeaderValue, Method};
-use sluice_core::listing::{ListPage, paginate};
-use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
-use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
-use sluice_core::retry::retry;
+use sluice_core::listing::ListPage;
+use sluice_core::multipart::MultipartApi;
+use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
-    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
-    PutInfo, PutPayload, Result, Segment, StoreConfig, WriteOptions,
+    Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store, StoreConfig, Wire, WireFromConfig,
 };
 use std::sync::Arc;
 use transport::{Transport, header_str, read_small_body};
@@ -31,40 +28,41 @@ pub use transport::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW, READ_BUF_MAX};
 /// Listing pages and multipart replies are small; bound what is read of them.
 const MAX_XML_BODY: usize = 16 << 20;
 
-#[derive(Debug, Clone)]
-pub struct HyperStore {
+/// The hyper backend's store: core's policy layer over `HyperWire`.
+pub type HyperStore = S3Store<HyperWire>;
+
+/// One S3 request at a time over hyper: signed, sent, and its answer read.
+#[derive(Debug)]
+pub struct HyperWire {
     transport: Transport,
     addressing: Addressing,
 }
 
-impl HyperStore {
-    pub fn new(cfg: StoreConfig) -> Result<Self> {
+impl WireFromConfig for HyperWire {
+    fn from_config(cfg: StoreConfig) -> Result<Self> {
         let addressing = Addressing::new(&cfg);
         Ok(Self {
             transport: Transport::new(Arc::new(cfg))?,
             addressing,
         })
     }
+}
 
-    /// Builds the store from the standard AWS environment (see `StoreConfig::from_env`).
-    pub async fn from_env() -> Result<Self> {
-        Self::new(StoreConfig::from_env().await?)
-    }
-
+impl HyperWire {
     fn cfg(&self) -> &StoreConfig {
         self.transport.config()
     }
 
-    async fn xml_body(&self, subject: &str, resp: transport::Success) -> Result<String> {
-        let body = read_small_body(
-            resp.response.into_body(),
-            self.cfg().timeouts.stall,
-            MAX_XML_BODY,
-        )
-        .await
-        .ok_or_else(|| {
-            Error::transport(subject, "reading the XML response body failed or stalled")
-        })?;
+    async fn xml_body(
+        &self,
+        subject: &str,
+        resp: http::Response<hyper::body::Incoming>,
+    ) -> Result<String> {
+        let body = read_small_body(resp.into_body(), self.cfg().timeouts.stall, MAX_XML_BODY)
+            .await
+            .ok_or_else(|| {
+                Error::transport(subject, "reading the XML response body failed or stalled")
+            })?;
         String::from_utf8(body.to_vec())
             .map_err(|_| Error::transport(subject, "XML response is not UTF-8"))
     }
@@ -85,29 +83,6 @@ impl HyperStore {
         xml::parse(body)
             .map_err(|e| Error::transport(subject, format!("unexpected XML from the server: {e}")))
     }
-
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<&str>,
-    ) -> Result<xml::ListBucketResult> {
-        let mut q = vec![("list-type", "2"), ("prefix", prefix.key())];
-        if !recursive {
-            q.push(("delimiter", "/"));
-        }
-        if let Some(t) = token {
-            q.push(("continuation-token", t));
-        }
-        let subject = prefix.to_string();
-        let url = self.addressing.url(prefix.bucket(), "", &q);
-        let resp = self
-            .transport
-            .send(&subject, Method::GET, &url, HeaderMap::new(), Bytes::new())
-            .await?;
-        let body = self.xml_body(&subject, resp).await?;
-        Self::parse_xml(&subject, &body)
-    }
 }
 
 fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
@@ -115,7 +90,7 @@ fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
 }
 
 #[async_trait]
-impl GetAttempt for HyperStore {
+impl GetAttempt for HyperWire {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let subject = req.uri.to_string();
         let mut headers = HeaderMap::new();
@@ -137,7 +112,7 @@ impl GetAttempt for HyperStore {
             .transport
             .send(&subject, Method::GET, &url, headers, Bytes::new())
             .await?;
-        let h = resp.response.headers();
+        let h = resp.headers();
         let content_length = parse_u64(h, "content-length")
             .ok_or_else(|| Error::transport(&subject, "response has no Content-Length"))?;
         sink.begin(ResponseHead::from_headers(
@@ -148,7 +123,7 @@ impl GetAttempt for HyperStore {
             header_str(h, "etag").map(str::to_owned),
         )?)?;
 
-        let body = http_body_util::BodyDataStream::new(resp.response.into_body());
+        let body = http_body_util::BodyDataStream::new(resp.into_body());
         sink.drain(self.cfg().timeouts.stall, body, |e| {
             Error::transport_with(&subject, e)
         })
@@ -157,9 +132,23 @@ impl GetAttempt for HyperStore {
 }
 
 #[async_trait]
-impl MultipartApi for HyperStore {
+impl MultipartApi for HyperWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        ObjectStore::head(self, uri).await
+        let s = uri.to_string();
+        let url = self.addressing.object(uri, &[]);
+        let resp = self
+            .transport
+            .send(&s, Method::HEAD, &url, HeaderMap::new(), Bytes::new())
+            .await?;
+        let h = resp.headers();
+        Ok(ObjectMeta {
+            uri: uri.clone(),
+            size: parse_u64(h, "content-length")
+                .ok_or_else(|| Error::transport(&s, "HEAD response has no Content-Length"))?,
+            etag: header_str(h, "etag").map(str::to_owned),
+            last_modified: header_str(h, "last-modified")
+                .and_then(|v| httpdate::parse_http_date(v).ok()),
+        })
     }
 
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
@@ -169,7 +158,7 @@ impl MultipartApi for HyperStore {
             .transport
             .send(&s, Method::PUT, &url, HeaderMap::new(), data)
             .await?;
-        Ok(header_str(resp.response.headers(), "etag").map(str::to_owned))
+        Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
@@ -204,7 +193,7 @@ impl MultipartApi for HyperStore {
             .transport
             .send(&s, Method::PUT, &url, HeaderMap::new(), data)
             .await?;
-        Ok(header_str(resp.response.headers(), "etag").map(str::to_owned))
+        Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
     async fn complete_upload(
@@ -240,103 +229,63 @@ impl MultipartApi for HyperStore {
 }
 
 #[async_trait]
-impl ObjectStore for HyperStore {
+impl Wire for HyperWire {
     fn backend(&self) -> &'static str {
         "hyper"
     }
 
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let s = uri.to_string();
-        let url = self.addressing.object(uri, &[]);
-        retry(&self.cfg().retry, || async {
-            let resp = self
-                .transport
-                .send(&s, Method::HEAD, &url, HeaderMap::new(), Bytes::new())
-                .await?;
-            let h = resp.response.headers();
-            Ok(ObjectMeta {
-                uri: uri.clone(),
-                size: parse_u64(h, "content-length")
-                    .ok_or_else(|| Error::transport(&s, "HEAD response has no Content-Length"))?,
-                etag: header_str(h, "etag").map(str::to_owned),
-                last_modified: header_str(h, "last-modified")
-                    .and_then(|v| httpdate::parse_http_date(v).ok()),
-            })
-        })
-        .await
+    fn config(&self) -> &StoreConfig {
+        self.transport.config()
     }
 
-    async fn get_into_with(
+    async fn list_page(
         &self,
-        uri: &ObjectUri,
-        opts: &GetOptions,
-        dst: &mut Segment,
-    ) -> Result<GetInfo> {
-        get_with_resume(self, &self.cfg().retry, uri, opts, dst).await
-    }
-
-    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
-        let prefix = prefix.clone();
-        paginate(&self.cfg().retry, move |token| {
-            let prefix = prefix.clone();
-            async move {
-                let page = self.list_page(&prefix, recursive, token.as_deref()).await?;
-                let mut entries: Vec<ListEntry> = page
-                    .common_prefixes
-                    .into_iter()
-                    .map(|p| ListEntry::Prefix(prefix.with_key(p.prefix)))
-                    .collect();
-                entries.extend(page.contents.into_iter().map(|c| {
-                    ListEntry::Object(ObjectMeta {
-                        uri: prefix.with_key(c.key),
-                        size: c.size,
-                        etag: c.etag,
-                        last_modified: c.last_modified.as_deref().and_then(xml::parse_iso8601),
-                    })
-                }));
-                ListPage::new(
-                    &prefix.to_string(),
-                    entries,
-                    page.is_truncated,
-                    page.next_continuation_token,
-                )
-            }
-        })
-    }
-
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        let cfg = self.cfg();
-        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
-        multipart::put(
-            &api,
-            &cfg.retry,
-            uri,
-            data.0,
-            cfg.multipart_threshold,
-            cfg.multipart_part_size,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        let mut q = vec![("list-type", "2"), ("prefix", prefix.key())];
+        if !recursive {
+            q.push(("delimiter", "/"));
+        }
+        if let Some(t) = &token {
+            q.push(("continuation-token", t));
+        }
+        let subject = prefix.to_string();
+        let url = self.addressing.url(prefix.bucket(), "", &q);
+        let resp = self
+            .transport
+            .send(&subject, Method::GET, &url, HeaderMap::new(), Bytes::new())
+            .await?;
+        let body = self.xml_body(&subject, resp).await?;
+        let page: xml::ListBucketResult = Self::parse_xml(&subject, &body)?;
+        let mut entries: Vec<ListEntry> = page
+            .common_prefixes
+            .into_iter()
+            .map(|p| ListEntry::Prefix(prefix.with_key(p.prefix)))
+            .collect();
+        entries.extend(page.contents.into_iter().map(|c| {
+            ListEntry::Object(ObjectMeta {
+                uri: prefix.with_key(c.key),
+                size: c.size,
+                etag: c.etag,
+                last_modified: c.last_modified.as_deref().and_then(xml::parse_iso8601),
+            })
+        }));
+        ListPage::new(
+            &subject,
+            entries,
+            page.is_truncated,
+            page.next_continuation_token,
         )
-        .await
     }
 
-    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
-        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
-        Ok(Box::new(MultipartWriter::new(
-            api,
-            self.cfg().retry,
-            uri.clone(),
-            opts,
-        )?))
-    }
-
-    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
-        retry(&self.cfg().retry, || async {
-            self.transport
-                .send(&s, Method::DELETE, &url, HeaderMap::new(), Bytes::new())
-                .await
-                .map(drop)
-        })
-        .await
+        self.transport
+            .send(&s, Method::DELETE, &url, HeaderMap::new(), Bytes::new())
+            .await
+            .map(drop)
     }
 }

@@ -13,7 +13,6 @@ use sluice_core::error::error_chain;
 use sluice_core::{Error, Result, StoreConfig, TimeoutPhase};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::buffered::BufferedConnector;
 use crate::xml;
@@ -37,18 +36,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub struct Transport {
     client: Client<HttpsConnector<BufferedConnector>, Full<Bytes>>,
-    /// One permit per request in flight: bounds connections, since HTTP/1.1 holds one
-    /// connection per request.
-    permits: Arc<Semaphore>,
     cfg: Arc<StoreConfig>,
-}
-
-/// A response whose status was a success, with the permit that keeps its slot until the
-/// body is consumed.
-#[derive(Debug)]
-pub struct Success {
-    pub response: Response<Incoming>,
-    pub _permit: OwnedSemaphorePermit,
 }
 
 impl Transport {
@@ -86,7 +74,6 @@ impl Transport {
         }
         Ok(Self {
             client: b.build(connector),
-            permits: Arc::new(Semaphore::new(cfg.max_connections)),
             cfg,
         })
     }
@@ -104,15 +91,7 @@ impl Transport {
         url: &str,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Success> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Cancelled {
-                uri: subject.to_owned(),
-            })?;
+    ) -> Result<Response<Incoming>> {
         let mut req = Request::builder()
             .method(method.clone())
             .uri(url)
@@ -153,10 +132,7 @@ impl Transport {
             Ok(Ok(r)) => r,
         };
         if response.status().is_success() {
-            return Ok(Success {
-                response,
-                _permit: permit,
-            });
+            return Ok(response);
         }
         Err(self.error_response(subject, method, response).await)
     }

@@ -2,37 +2,38 @@
 //! `AmazonS3`, built from the same `StoreConfig` as every backend.
 //!
 //! object_store addresses one bucket per store, so a store is built per bucket on first
-//! use. Its own retry (mapped from our `RetryPolicy`) covers the request phase; a body that
-//! breaks part-way resumes through `sluice_core::resume` like every other backend. Errors keep
-//! the URI: object_store's are mapped to ours, with the HTTP status and S3 code recovered
-//! from the error text where object_store has no variant for them.
+//! use. Its own retries are off: core's policy layer (`S3Store`) retries, resumes bodies,
+//! pages through listings and drives multipart uploads, as for every backend. Errors keep
+//! the URI: object_store's are mapped to ours (see `errors`).
 
 mod errors;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use errors::{map_error, not_partial, range_not_satisfiable};
-use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
+use object_store::list::{PaginatedListOptions, PaginatedListStore as _};
 use object_store::multipart::{MultipartStore as _, PartId};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientOptions, CredentialProvider, GetRange, ObjectStore as _,
-    ObjectStoreExt as _, RetryConfig,
+    ClientOptions, CredentialProvider, GetRange, ObjectStore as _, ObjectStoreExt as _, RetryConfig,
 };
-use sluice_core::multipart::{self, MultipartApi, MultipartWriter};
-use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
+use sluice_core::listing::ListPage;
+use sluice_core::multipart::MultipartApi;
+use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
-    ByteRange, CredentialsCache, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore,
-    ObjectUri, ObjectWriter, PutInfo, PutPayload, Result, RetryPolicy, Segment, StoreConfig,
-    WriteOptions,
+    ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store,
+    StoreConfig, Wire, WireFromConfig,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-#[derive(Debug, Clone)]
-pub struct ObjectStoreBackend {
+/// The object_store backend's store: core's policy layer over `ObjectStoreWire`.
+pub type ObjectStoreBackend = S3Store<ObjectStoreWire>;
+
+/// One request at a time through object_store's `AmazonS3` (its own retries off).
+#[derive(Debug)]
+pub struct ObjectStoreWire {
     cfg: StoreConfig,
     ca_pem: Option<Vec<u8>>,
     stores: Arc<Mutex<HashMap<String, Arc<AmazonS3>>>>,
@@ -66,8 +67,8 @@ impl CredentialProvider for Credentials {
     }
 }
 
-impl ObjectStoreBackend {
-    pub fn new(cfg: StoreConfig) -> Result<Self> {
+impl WireFromConfig for ObjectStoreWire {
+    fn from_config(cfg: StoreConfig) -> Result<Self> {
         let ca_pem = cfg.read_ca_bundle()?;
         let this = Self {
             cfg,
@@ -78,7 +79,9 @@ impl ObjectStoreBackend {
         this.build("config-check")?;
         Ok(this)
     }
+}
 
+impl ObjectStoreWire {
     fn build(&self, bucket: &str) -> Result<AmazonS3> {
         let cfg = &self.cfg;
         let endpoint = cfg.endpoint_url();
@@ -105,12 +108,10 @@ impl ObjectStoreBackend {
                 opts = opts.with_root_certificate(cert);
             }
         }
-        let mut retry = RetryConfig::default();
-        retry.max_retries = cfg.retry.max_attempts.saturating_sub(1) as usize;
-        retry.backoff = BackoffConfig {
-            init_backoff: cfg.retry.base_delay,
-            max_backoff: cfg.retry.max_delay,
-            base: 2.0,
+        // One attempt per call: core's policy layer retries, as for every backend.
+        let retry = RetryConfig {
+            max_retries: 0,
+            ..Default::default()
         };
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(bucket)
@@ -156,7 +157,7 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
 }
 
 #[async_trait]
-impl GetAttempt for ObjectStoreBackend {
+impl GetAttempt for ObjectStoreWire {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let store = self.store(req.uri.bucket())?;
         // A whole object is asked for as `bytes=0-`: object_store then checks the reply's
@@ -209,18 +210,18 @@ impl GetAttempt for ObjectStoreBackend {
     }
 }
 
-/// object_store retries each request itself (with our policy, see `build`): core's loop
-/// around it would multiply the attempts.
-const OWN_RETRIES: RetryPolicy = RetryPolicy::none();
-
 /// object_store's low-level multipart calls, so uploads run through core's one multipart
 /// loop and streaming writer like every backend's.
 #[async_trait]
-impl MultipartApi for ObjectStoreBackend {
+impl MultipartApi for ObjectStoreWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        ObjectStore::head(self, uri).await
+        let m = self
+            .store(uri.bucket())?
+            .head(&path(uri))
+            .await
+            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
+        Ok(meta(uri, m))
     }
-
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let r = self
             .store(uri.bucket())?
@@ -282,112 +283,50 @@ impl MultipartApi for ObjectStoreBackend {
 }
 
 #[async_trait]
-impl ObjectStore for ObjectStoreBackend {
+impl Wire for ObjectStoreWire {
     fn backend(&self) -> &'static str {
         "objectstore"
     }
 
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let m = self
-            .store(uri.bucket())?
-            .head(&path(uri))
-            .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
-        Ok(meta(uri, m))
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
     }
 
-    async fn get_into_with(
+    async fn list_page(
         &self,
-        uri: &ObjectUri,
-        opts: &GetOptions,
-        dst: &mut Segment,
-    ) -> Result<GetInfo> {
-        get_with_resume(self, &self.cfg.retry, uri, opts, dst).await
-    }
-
-    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
-        let prefix = prefix.clone();
-        let store = match self.store(prefix.bucket()) {
-            Ok(s) => s,
-            Err(e) => return futures::stream::iter([Err(e)]).boxed(),
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        let opts = PaginatedListOptions {
+            delimiter: (!recursive).then_some("/".into()),
+            page_token: token,
+            ..Default::default()
         };
-        // object_store lists by path segments: "a/b/" and "a/b" both mean the folder a/b.
-        let p = (!prefix.key().is_empty()).then(|| Path::from(prefix.key()));
-        let timeouts = self.cfg.timeouts;
-        if recursive {
-            let u = prefix.clone();
-            // object_store follows continuation tokens itself, so a server repeating one
-            // would page forever; S3 lists keys in strictly increasing order, so a key that
-            // does not come after the previous one ends the listing with an error instead.
-            let mut last: Option<String> = None;
-            return store
-                .list(p.as_ref())
-                .map(move |r| {
-                    let m = r.map_err(|e| map_error(&u, &timeouts, e))?;
-                    let key = m.location.to_string();
-                    if last.as_ref().is_some_and(|prev| *prev >= key) {
-                        return Err(Error::integrity(
-                            u.to_string(),
-                            format!("the listing repeated or went back to key {key:?}: it would never end"),
-                        ));
-                    }
-                    last = Some(key);
-                    Ok(ListEntry::Object(meta(&u, m)))
-                })
-                // Nothing after the first error: the stream it came from may be endless.
-                .scan(false, |failed, r| {
-                    let stop = *failed;
-                    *failed |= r.is_err();
-                    futures::future::ready((!stop).then_some(r))
-                })
-                .boxed();
-        }
-        futures::stream::once(async move {
-            let listed = store
-                .list_with_delimiter(p.as_ref())
-                .await
-                .map_err(|e| map_error(&prefix, &timeouts, e))?;
-            let mut entries: Vec<Result<ListEntry>> = listed
-                .common_prefixes
+        let key = (!prefix.key().is_empty()).then(|| prefix.key());
+        let page = self
+            .store(prefix.bucket())?
+            .list_paginated(key, opts)
+            .await
+            .map_err(|e| map_error(prefix, &self.cfg.timeouts, e))?;
+        // object_store's paths drop the delimiter a common prefix ends with.
+        let mut entries: Vec<ListEntry> = page
+            .result
+            .common_prefixes
+            .into_iter()
+            .map(|c| ListEntry::Prefix(prefix.with_key(format!("{c}/"))))
+            .collect();
+        entries.extend(
+            page.result
+                .objects
                 .into_iter()
-                .map(|c| Ok(ListEntry::Prefix(prefix.with_key(format!("{c}/")))))
-                .collect();
-            entries.extend(
-                listed
-                    .objects
-                    .into_iter()
-                    .map(|m| Ok(ListEntry::Object(meta(&prefix, m)))),
-            );
-            Ok::<_, Error>(futures::stream::iter(entries))
-        })
-        .try_flatten()
-        .boxed()
+                .map(|m| ListEntry::Object(meta(prefix, m))),
+        );
+        let truncated = page.page_token.is_some();
+        ListPage::new(&prefix.to_string(), entries, truncated, page.page_token)
     }
 
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
-        multipart::put(
-            &api,
-            &OWN_RETRIES,
-            uri,
-            data.0,
-            self.cfg.multipart_threshold,
-            self.cfg.multipart_part_size,
-        )
-        .await
-    }
-
-    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
-        let api: Arc<dyn MultipartApi> = Arc::new(self.clone());
-        Ok(Box::new(MultipartWriter::new(
-            api,
-            OWN_RETRIES,
-            uri.clone(),
-            opts,
-        )?))
-    }
-
-    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         self.store(uri.bucket())?
             .delete(&path(uri))
             .await

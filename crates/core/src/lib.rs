@@ -22,6 +22,7 @@ pub mod sigv4;
 pub mod store;
 pub mod upload;
 pub mod uri;
+pub mod wire;
 
 pub use config::{Checksums, StoreConfig, Timeouts};
 pub use credentials::CredentialsCache;
@@ -33,3 +34,4 @@ pub use segment::{Segment, SegmentError, SegmentedBuffer};
 pub use store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
 pub use upload::{ObjectWriter, WriteInfo, WriteOptions};
 pub use uri::{ObjectUri, Scheme};
+pub use wire::{S3Store, Wire, WireFromConfig};
