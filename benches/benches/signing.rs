@@ -20,8 +20,13 @@ fn signing(c: &mut Criterion) {
                     .header("range", "bytes=8388608-16777215")
                     .body(())
                     .unwrap();
-            sluice_core::sigv4::sign_request(&mut req, &creds, "us-east-1", SystemTime::now())
-                .unwrap();
+            sluice_backend_hyper::sigv4::sign_request(
+                &mut req,
+                &creds,
+                "us-east-1",
+                SystemTime::now(),
+            )
+            .unwrap();
             req
         })
     });

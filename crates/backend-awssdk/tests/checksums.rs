@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 use sluice_backend_awssdk::AwsSdkStore;
-use sluice_core::{ByteRange, Checksums, Error, ObjectStore, ObjectUri, pattern};
+use sluice_core::{ByteRange, Checksums, Error, ObjectStore, ObjectUri};
+use sluice_testdata::pattern;
 use sluice_testserver::conformance::{Scheme, config_for, within};
 use sluice_testserver::storage::StoredObject;
 use sluice_testserver::{DEFAULT_BUCKET, ServerOptions, TestServer};

@@ -6,8 +6,9 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use sluice_backend_fs::FsStore;
 use sluice_core::{
-    ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, Scheme, Segment, pattern,
+    ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, Scheme, Segment,
 };
+use sluice_testdata::pattern;
 use std::path::Path;
 
 struct Ctx {

@@ -7,6 +7,7 @@
 
 mod addressing;
 mod buffered;
+pub mod sigv4;
 mod transport;
 mod xml;
 

@@ -112,12 +112,7 @@ impl Transport {
                 .map_err(|_| Error::config("endpoint", format!("bad host {host:?}")))?,
         );
         if let Some(creds) = self.cfg.credentials.get(subject).await? {
-            sluice_core::sigv4::sign_request(
-                &mut req,
-                &creds,
-                &self.cfg.region,
-                SystemTime::now(),
-            )?;
+            crate::sigv4::sign_request(&mut req, &creds, &self.cfg.region, SystemTime::now())?;
         }
         let first_byte = self.cfg.timeouts.first_byte;
         let response = match tokio::time::timeout(first_byte, self.client.request(req)).await {

@@ -203,7 +203,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         while let Some(obj) = loader.next().await {
             let obj = obj?;
             if a.verify
-                && let Err(at) = sluice_core::pattern::verify(obj.uri.key(), 0, &obj.data)
+                && let Err(at) = sluice_testdata::pattern::verify(obj.uri.key(), 0, &obj.data)
             {
                 return Err(sluice_core::Error::integrity(
                     obj.uri.to_string(),
@@ -424,7 +424,7 @@ pub async fn write_dataset(
             tokio::spawn(async move {
                 let k = uri.key().to_owned();
                 let record =
-                    tokio::task::spawn_blocking(move || sluice_core::npz::record(&k, size))
+                    tokio::task::spawn_blocking(move || sluice_testdata::npz::record(&k, size))
                         .await
                         .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
                 let n = record.len() as u64;

@@ -71,7 +71,7 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         server.insert(
             &bucket,
             &key,
-            sluice_core::pattern::generate(&key, a.object_size as usize),
+            sluice_testdata::pattern::generate(&key, a.object_size as usize),
         );
     }
     let ca = a

@@ -136,7 +136,7 @@ async fn file_and_direct_uris_get_put_ls_rm_and_copy_out_under_the_prefix() {
         let path = src.join(rel);
         std::fs::write(
             &path,
-            sluice_core::pattern::generate(path.to_str().unwrap(), len),
+            sluice_testdata::pattern::generate(path.to_str().unwrap(), len),
         )
         .unwrap();
     }
@@ -228,11 +228,11 @@ async fn get_verifies_pattern_objects() {
     s.insert(
         DEFAULT_BUCKET,
         "p/a",
-        sluice_core::pattern::generate("p/a", 3 << 20),
+        sluice_testdata::pattern::generate("p/a", 3 << 20),
     );
     let ok = sluice(&s, &["get", "--verify", "s3://sluice-test/p/a"]);
     assert!(ok.status.success(), "{}", text(&ok));
-    let mut bad = sluice_core::pattern::generate("p/b", 1000);
+    let mut bad = sluice_testdata::pattern::generate("p/b", 1000);
     bad[500] ^= 1;
     s.insert(DEFAULT_BUCKET, "p/b", bad);
     let out = sluice(&s, &["get", "--verify", "s3://sluice-test/p/b"]);

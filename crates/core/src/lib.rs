@@ -4,21 +4,16 @@
 //! make and what to do when they fail lives here, once: URIs, configuration from the standard
 //! AWS environment, the error type, retry classification and backoff, resumption of
 //! interrupted bodies, range planning and zero-copy assembly of ranged reads.
-//! Also the deterministic data that tests and benchmarks write: `pattern` (object bytes) and
-//! `npz` (DLIO-style `.npz` records).
 
 pub mod config;
 pub mod credentials;
 pub mod error;
 pub mod listing;
 pub mod multipart;
-pub mod npz;
-pub mod pattern;
 pub mod range;
 pub mod resume;
 pub mod retry;
 pub mod segment;
-pub mod sigv4;
 pub mod store;
 pub mod upload;
 pub mod uri;

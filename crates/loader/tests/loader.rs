@@ -1,8 +1,9 @@
 //! The loader against the in-process test server, for every compiled backend.
 
 use bytes::Bytes;
-use sluice_core::{ObjectStore, ObjectUri, pattern};
+use sluice_core::{ObjectStore, ObjectUri};
 use sluice_loader::{Dataset, Loader, LoaderOptions, OnError, Order, Sharding};
+use sluice_testdata::pattern;
 use sluice_testserver::conformance::{Scheme, config_for, within};
 use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
 use std::collections::BTreeSet;

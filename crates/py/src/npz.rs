@@ -1,12 +1,12 @@
 //! `.npz` files for `sluice.compat.s3dlio.generate_npz_bytes`, written by the same code as
-//! the benchmark's records (`sluice_core::npz`).
+//! the benchmark's records (`sluice_testdata::npz`).
 
 use crate::errors::value_error;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use sluice_core::npz::{Array, write};
-use sluice_core::pattern;
+use sluice_testdata::npz::{Array, write};
+use sluice_testdata::pattern;
 
 /// An .npz as numpy.savez writes it, of `arrays`: (name, dtype descr, shape, content in C
 /// order) each. The content must already be `shape`'s worth of `descr` elements.

@@ -23,9 +23,8 @@ use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::reader::{ChunkReader, Length};
 use pyo3::prelude::*;
-use sluice_core::{
-    ByteRange, Error, ObjectStore, ObjectUri, ObjectWriter, Result, WriteOptions, pattern,
-};
+use sluice_core::{ByteRange, Error, ObjectStore, ObjectUri, ObjectWriter, Result, WriteOptions};
+use sluice_testdata::pattern;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 

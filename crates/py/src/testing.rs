@@ -133,7 +133,11 @@ impl TestServer {
         self.with(|s| {
             py.detach(|| {
                 for k in &keys {
-                    s.insert(DEFAULT_BUCKET, k, sluice_core::pattern::generate(k, size));
+                    s.insert(
+                        DEFAULT_BUCKET,
+                        k,
+                        sluice_testdata::pattern::generate(k, size),
+                    );
                 }
             })
         })?;
@@ -214,7 +218,7 @@ impl TestServer {
 #[pyfunction]
 pub fn pattern<'py>(py: Python<'py>, key: &str, length: usize) -> PyResult<Bound<'py, PyBytes>> {
     PyBytes::new_with(py, length, |buf| {
-        sluice_core::pattern::fill(key, 0, buf);
+        sluice_testdata::pattern::fill(key, 0, buf);
         Ok(())
     })
 }

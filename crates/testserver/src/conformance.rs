@@ -2,7 +2,7 @@
 //!
 //! A backend's test file calls [`conformance_suite!`] with a constructor
 //! `fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>`; the macro expands one
-//! `#[tokio::test]` per case and scheme. Object bytes come from `sluice_core::pattern`, so
+//! `#[tokio::test]` per case and scheme. Object bytes come from `sluice_testdata::pattern`, so
 //! every byte read is checked. Every operation runs under a deadline: a hang fails the test.
 
 use crate::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
@@ -10,8 +10,9 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use sluice_core::{
     ByteRange, CredentialsCache, Error, ListEntry, ObjectStore, ObjectUri, RetryPolicy, Segment,
-    StoreConfig, Timeouts, pattern,
+    StoreConfig, Timeouts,
 };
+use sluice_testdata::pattern;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use sluice_core::sigv4::sign_request;
+use sluice_backend_hyper::sigv4::sign_request;
 use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -106,7 +106,7 @@ fn path(key: &str) -> String {
 #[tokio::test]
 async fn signed_put_then_ranged_get_over_http_and_https() {
     let server = TestServer::start(ServerOptions::default()).await.unwrap();
-    let data = Bytes::from(sluice_core::pattern::generate("obj", 100_000));
+    let data = Bytes::from(sluice_testdata::pattern::generate("obj", 100_000));
     let put = request(&server, false, "PUT", &path("obj"), &[], data.clone(), None).await;
     assert_eq!(put.status, 200, "{:?}", put.body);
     assert!(put.headers.contains_key("etag"));

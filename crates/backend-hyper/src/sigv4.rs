@@ -2,7 +2,6 @@
 //! S3: `UNSIGNED-PAYLOAD` (hashing a 140 MiB body would cost more than sending it), no
 //! double percent-encoding, no path normalisation (S3 keys may contain `//` and `..`).
 
-use crate::error::{Error, Result};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
     PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
@@ -10,6 +9,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
+use sluice_core::{Error, Result};
 use std::time::SystemTime;
 
 /// Adds `Authorization`, `x-amz-date`, `x-amz-content-sha256` (and the session token) to `req`.
