@@ -27,10 +27,10 @@ fn get_throughput(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("get");
     group.sample_size(10);
-    for backend in sluice_loader::registry::compiled() {
+    for backend in sluice::registry::compiled() {
         let _guard = rt.enter();
-        let store = sluice_loader::registry::open(Some(backend), config_for(&server, Scheme::Http))
-            .unwrap();
+        let store =
+            sluice::registry::open(Some(backend), config_for(&server, Scheme::Http)).unwrap();
         for (name, len) in sizes {
             let uri = ObjectUri::new(DEFAULT_BUCKET, name).unwrap();
             group.throughput(Throughput::Bytes(len as u64));

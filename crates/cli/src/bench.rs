@@ -187,7 +187,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         .map(|s| parse_shape(s))
         .collect::<Result<_, _>>()?;
     let backends: Vec<String> = if a.backends.is_empty() {
-        sluice_loader::registry::compiled()
+        sluice::registry::compiled()
             .iter()
             .map(|s| s.to_string())
             .collect()
@@ -195,12 +195,12 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         a.backends.clone()
     };
     for b in &backends {
-        if !sluice_loader::registry::compiled().contains(&b.as_str()) {
+        if !sluice::registry::compiled().contains(&b.as_str()) {
             return Err(sluice_core::Error::config(
                 "--backends",
                 format!(
                     "backend {b:?} is not in this build; available: {}",
-                    sluice_loader::registry::compiled().join(", ")
+                    sluice::registry::compiled().join(", ")
                 ),
             )
             .into());
@@ -240,7 +240,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     if let Some((ak, sk)) = &keys {
         cfg.credentials = sluice_core::CredentialsCache::from_static(ak, sk, None);
     }
-    let store = sluice_loader::registry::open(store_args.backend.as_deref(), cfg.clone())?;
+    let store = sluice::registry::open(store_args.backend.as_deref(), cfg.clone())?;
     if server.is_some() {
         eprintln!(
             "generating {} records of {} bytes under {prefix} ...",

@@ -46,7 +46,7 @@ pub struct StoreArgs {
 impl StoreArgs {
     pub async fn open(&self) -> Result<Arc<dyn ObjectStore>, Failure> {
         let cfg = self.config().await?;
-        Ok(sluice_loader::registry::open(self.backend.as_deref(), cfg)?)
+        Ok(sluice::registry::open(self.backend.as_deref(), cfg)?)
     }
 
     /// The environment's configuration with this command line's overrides.
@@ -88,7 +88,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match sluice_loader::runtime() {
+    let runtime = match sluice::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sluice: cannot start the async runtime: {e}");

@@ -108,7 +108,7 @@ impl Client {
             cfg.timeouts.first_byte = seconds("first_byte_timeout", t)?;
         }
         let write_options = WriteOptions::from_config(&cfg);
-        let store = sluice_loader::registry::open(backend, cfg).map_err(to_py)?;
+        let store = sluice::registry::open(backend, cfg).map_err(to_py)?;
         Ok(Self {
             store,
             write_options,

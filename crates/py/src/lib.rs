@@ -39,6 +39,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(npz::random_npz, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::set_runtime_threads, m)?)?;
     parquet::register(m)?;
-    m.add("backends", sluice_loader::registry::compiled())?;
+    m.add("backends", sluice::registry::compiled())?;
     Ok(())
 }

@@ -55,8 +55,8 @@ pub const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(1
 pub fn runtime() -> PyResult<Arc<Runtime>> {
     RUNTIME.get_or_try_init(|| {
         let built = match THREADS.load(Ordering::Relaxed) {
-            0 => sluice_loader::runtime(),
-            n => sluice_loader::runtime_with_threads(n),
+            0 => sluice::runtime(),
+            n => sluice::runtime_with_threads(n),
         };
         built.map_err(|e| PyRuntimeError::new_err(format!("cannot start the I/O runtime: {e}")))
     })

@@ -12,8 +12,7 @@ use std::time::Duration;
 
 async fn setup(backend: &str) -> (TestServer, Arc<dyn ObjectStore>) {
     let server = TestServer::start(ServerOptions::default()).await.unwrap();
-    let store =
-        sluice_loader::registry::open(Some(backend), config_for(&server, Scheme::Http)).unwrap();
+    let store = sluice::registry::open(Some(backend), config_for(&server, Scheme::Http)).unwrap();
     (server, store)
 }
 
@@ -64,7 +63,7 @@ async fn drain(loader: &mut Loader) -> Vec<sluice_loader::Object> {
 }
 
 fn for_each_backend() -> Vec<&'static str> {
-    sluice_loader::registry::compiled()
+    sluice::registry::compiled()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,7 +363,7 @@ async fn collect_batch_fills_batches_until_the_end() {
 fn bad_options_name_the_option() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _g = rt.enter();
-    let store = sluice_loader::registry::open(
+    let store = sluice::registry::open(
         Some("hyper"),
         sluice_core::StoreConfig::new(
             Some("http://127.0.0.1:1".parse().unwrap()),
@@ -404,7 +403,7 @@ async fn file_and_direct_datasets_read_every_byte() {
         "us-east-1",
         sluice_core::CredentialsCache::anonymous(),
     );
-    let store = sluice_loader::registry::open(Some("hyper"), cfg).unwrap();
+    let store = sluice::registry::open(Some("hyper"), cfg).unwrap();
     for scheme in ["file://", "direct://"] {
         let uris: Vec<ObjectUri> = paths
             .iter()
