@@ -7,11 +7,9 @@ use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::primitives::SdkBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use sluice_core::reply::MAX_ERROR_BODY;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-
-/// What is kept of an error body (as the hyper backend does).
-pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub struct BoundErrorBodies;

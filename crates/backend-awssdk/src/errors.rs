@@ -3,7 +3,7 @@
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::RequestId;
-use sluice_core::error::error_chain;
+use sluice_core::error::{error_chain, find_source};
 use sluice_core::{Error, TimeoutPhase, Timeouts};
 
 pub fn map_error<E>(uri: &str, timeouts: &Timeouts, e: SdkError<E, HttpResponse>) -> Error
@@ -32,11 +32,12 @@ where
             Error::from_service(uri, status, code, message, request_id)
         }
         SdkError::DispatchFailure(d) if d.is_timeout() => {
-            let text = d
-                .as_connector_error()
-                .map_or_else(String::new, |c| error_chain(c));
-            // The connector says which of its two timeouts fired only in its text.
-            let (phase, after) = if text.contains("connect") {
+            // The connect timeout wraps the connector, whose failures hyper-util reports as
+            // connect errors; the read timeout wraps the whole request and is not one.
+            let connect = d.as_connector_error().is_some_and(|c| {
+                find_source::<hyper_util::client::legacy::Error>(c).is_some_and(|h| h.is_connect())
+            });
+            let (phase, after) = if connect {
                 (TimeoutPhase::Connect, timeouts.connect)
             } else {
                 (TimeoutPhase::FirstByte, timeouts.first_byte)

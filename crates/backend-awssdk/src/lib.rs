@@ -16,8 +16,9 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumMode, CompletedMultipartUpload, CompletedPart};
+use aws_smithy_checksums::body::validate;
 use bytes::Bytes;
-use sluice_core::error::error_chain;
+use sluice_core::error::{error_chain, find_source};
 use sluice_core::listing::ListPage;
 use sluice_core::multipart::MultipartApi;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
@@ -90,11 +91,14 @@ impl GetAttempt for AwsSdkWire {
             b.next().await.map(|chunk| (chunk, b))
         }));
         sink.drain(self.cfg.timeouts.stall, body, |e| {
-            let text = error_chain(&e);
             // The SDK's checksum validator fails the body's last read on a mismatch: the
             // bytes already written are wrong, so this must not be resumed.
-            if text.contains("checksum mismatch") {
-                Error::integrity(&subject, text)
+            let mismatch = matches!(
+                find_source::<validate::Error>(&e),
+                Some(validate::Error::ChecksumMismatch { .. })
+            );
+            if mismatch {
+                Error::integrity(&subject, error_chain(&e))
             } else {
                 Error::transport_with(&subject, e)
             }

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use sluice_core::listing::ListPage;
 use sluice_core::multipart::MultipartApi;
+use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
     Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store, StoreConfig, Wire, WireFromConfig,
@@ -70,9 +71,8 @@ impl HyperWire {
 
     fn parse_xml<'a, T: serde::Deserialize<'a>>(subject: &str, body: &'a str) -> Result<T> {
         // S3 may answer 200 with an <Error> document (CompleteMultipartUpload does).
-        if body.contains("<Error>")
-            && let Ok(e) = xml::parse::<xml::ErrorDoc>(body)
-        {
+        if body.contains("<Error>") {
+            let e = ErrorDoc::parse(body.as_bytes());
             return Err(Error::from_service(
                 subject,
                 200,

@@ -2,20 +2,20 @@
 //! and S3 error responses turned into `sluice_core::Error`.
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use sluice_core::error::error_chain;
+use sluice_core::error::{error_chain, sources};
+use sluice_core::reply::{MAX_ERROR_BODY, error_reply};
 use sluice_core::{Error, Result, StoreConfig, TimeoutPhase};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::buffered::BufferedConnector;
-use crate::xml;
 
 /// HTTP/2 flow-control windows, sized for bandwidth × delay: 25 Gbit/s × 5 ms ≈ 16 MiB per
 /// stream, and four streams' worth per connection. hyper's defaults (64 KiB … 5 MiB) cap
@@ -29,9 +29,6 @@ pub const H2_CONNECTION_WINDOW: u32 = 64 << 20;
 /// within the run-to-run noise (1.5–2.4 GB/s); 1 MiB keeps syscalls few without holding
 /// more than a megabyte per idle connection.
 pub const READ_BUF_MAX: usize = 1 << 20;
-
-/// Error bodies are small XML documents; never read more than this of one.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct Transport {
@@ -133,8 +130,13 @@ impl Transport {
     }
 
     fn request_error(&self, subject: &str, e: hyper_util::client::legacy::Error) -> Error {
-        let chain = error_chain(&e);
-        if e.is_connect() && chain.contains("timed out") {
+        // hyper-util's own connect timeout and the kernel's both end the chain in an
+        // io::Error of kind TimedOut (the former displays as "deadline has elapsed").
+        let timed_out = sources(&e).any(|s| {
+            s.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        });
+        if e.is_connect() && timed_out {
             return Error::Timeout {
                 uri: subject.to_owned(),
                 phase: TimeoutPhase::Connect,
@@ -144,7 +146,7 @@ impl Transport {
         let endpoint = self.cfg.endpoint_url();
         Error::Transport {
             uri: subject.to_owned(),
-            message: format!("{chain} (endpoint {endpoint})"),
+            message: format!("{} (endpoint {endpoint})", error_chain(&e)),
             source: Some(Box::new(e)),
         }
     }
@@ -156,7 +158,7 @@ impl Transport {
         method: Method,
         response: Response<Incoming>,
     ) -> Error {
-        let status = response.status();
+        let status = response.status().as_u16();
         let request_id = header_str(response.headers(), "x-amz-request-id").map(str::to_owned);
         let body = if method == Method::HEAD {
             Bytes::new()
@@ -169,22 +171,7 @@ impl Transport {
             .await
             .unwrap_or_default()
         };
-        let doc: xml::ErrorDoc = std::str::from_utf8(&body)
-            .ok()
-            .and_then(|s| xml::parse(s).ok())
-            .unwrap_or_default();
-        let code = if doc.code.is_empty() {
-            status_code_name(status)
-        } else {
-            doc.code
-        };
-        Error::from_service(
-            subject,
-            status.as_u16(),
-            code,
-            doc.message,
-            doc.request_id.or(request_id),
-        )
+        error_reply(subject, status, &body, request_id)
     }
 }
 
@@ -199,17 +186,6 @@ pub async fn read_small_body(body: Incoming, stall: Duration, limit: usize) -> O
 }
 
 /// A stand-in S3 code for responses without a body (HEAD).
-fn status_code_name(status: StatusCode) -> String {
-    match status.as_u16() {
-        404 => "NotFound".into(),
-        403 => "Forbidden".into(),
-        412 => "PreconditionFailed".into(),
-        416 => "InvalidRange".into(),
-        503 => "SlowDown".into(),
-        s => format!("HTTP{s}"),
-    }
-}
-
 pub fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }

@@ -7,10 +7,11 @@
 //! the URI: object_store's are mapped to ours (see `errors`).
 
 mod errors;
+mod http;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use errors::{map_error, not_partial, range_not_satisfiable};
+use errors::{Refused, map_error, range_not_satisfiable, whole_object};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
 use object_store::list::{PaginatedListOptions, PaginatedListStore as _};
 use object_store::multipart::{MultipartStore as _, PartId};
@@ -120,6 +121,7 @@ impl ObjectStoreWire {
             .with_allow_http(endpoint.scheme() == "http")
             .with_unsigned_payload(true)
             .with_client_options(opts)
+            .with_http_connector(http::Connector::default())
             .with_retry(retry);
         if let Some(ep) = &cfg.endpoint {
             b = b.with_endpoint(ep.as_str().trim_end_matches('/'));
@@ -130,6 +132,11 @@ impl ObjectStoreWire {
         };
         b.build()
             .map_err(|e| Error::config("object_store", e.to_string()))
+    }
+
+    /// Maps a failed request's error (other than a GET's) to ours, naming `uri`.
+    fn err<'a>(&'a self, uri: &'a ObjectUri) -> impl Fn(object_store::Error) -> Error + 'a {
+        |e| map_error(uri, &self.cfg.timeouts, e, Refused::Transport)
     }
 
     fn store(&self, bucket: &str) -> Result<Arc<AmazonS3>> {
@@ -179,7 +186,7 @@ impl GetAttempt for ObjectStoreWire {
             // checks below judge it.
             Err(e)
                 if asked.start() == 0
-                    && (not_partial(&e) || (req.range.is_none() && range_not_satisfiable(&e))) =>
+                    && (whole_object(&e) || (req.range.is_none() && range_not_satisfiable(&e))) =>
             {
                 let whole = object_store::GetOptions {
                     range: None,
@@ -189,7 +196,7 @@ impl GetAttempt for ObjectStoreWire {
             }
             r => r,
         }
-        .map_err(|e| map_error(req.uri, &self.cfg.timeouts, e))?;
+        .map_err(|e| map_error(req.uri, &self.cfg.timeouts, e, Refused::Integrity))?;
         // object_store reports the range it got and the object's size; checked against the
         // request by core like every backend's headers (object_store checks less).
         let (got, size) = (res.range.clone(), res.meta.size);
@@ -219,7 +226,7 @@ impl MultipartApi for ObjectStoreWire {
             .store(uri.bucket())?
             .head(&path(uri))
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
+            .map_err(self.err(uri))?;
         Ok(meta(uri, m))
     }
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
@@ -227,7 +234,7 @@ impl MultipartApi for ObjectStoreWire {
             .store(uri.bucket())?
             .put(&path(uri), data.into())
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
+            .map_err(self.err(uri))?;
         Ok(r.e_tag)
     }
 
@@ -235,7 +242,7 @@ impl MultipartApi for ObjectStoreWire {
         self.store(uri.bucket())?
             .create_multipart(&path(uri))
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))
+            .map_err(self.err(uri))
     }
 
     async fn upload_part(
@@ -250,7 +257,7 @@ impl MultipartApi for ObjectStoreWire {
             .store(uri.bucket())?
             .put_part(&path(uri), &id, part_number as usize - 1, data.into())
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
+            .map_err(self.err(uri))?;
         Ok(Some(part.content_id))
     }
 
@@ -270,7 +277,7 @@ impl MultipartApi for ObjectStoreWire {
             .store(uri.bucket())?
             .complete_multipart(&path(uri), &upload_id.to_owned(), parts)
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))?;
+            .map_err(self.err(uri))?;
         Ok(r.e_tag)
     }
 
@@ -278,7 +285,7 @@ impl MultipartApi for ObjectStoreWire {
         self.store(uri.bucket())?
             .abort_multipart(&path(uri), &upload_id.to_owned())
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))
+            .map_err(self.err(uri))
     }
 }
 
@@ -308,7 +315,7 @@ impl Wire for ObjectStoreWire {
             .store(prefix.bucket())?
             .list_paginated(key, opts)
             .await
-            .map_err(|e| map_error(prefix, &self.cfg.timeouts, e))?;
+            .map_err(self.err(prefix))?;
         // object_store's paths drop the delimiter a common prefix ends with.
         let mut entries: Vec<ListEntry> = page
             .result
@@ -330,6 +337,6 @@ impl Wire for ObjectStoreWire {
         self.store(uri.bucket())?
             .delete(&path(uri))
             .await
-            .map_err(|e| map_error(uri, &self.cfg.timeouts, e))
+            .map_err(self.err(uri))
     }
 }

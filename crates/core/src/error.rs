@@ -307,6 +307,26 @@ fn http_status(status: u16) -> String {
     }
 }
 
+/// An error and every error below it: `source()`, and the payload of an `io::Error` (whose
+/// `source()` skips it). For classifying by type (`downcast_ref`), never by text.
+pub fn sources<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |e| match e.downcast_ref::<std::io::Error>() {
+        Some(io) => io
+            .get_ref()
+            .map(|inner| inner as &(dyn std::error::Error + 'static)),
+        None => e.source(),
+    })
+}
+
+/// The first error of type `T` in `err`'s chain (see `sources`).
+pub fn find_source<'a, T: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    sources(err).find_map(|e| e.downcast_ref::<T>())
+}
+
 /// Renders an error with its whole `source()` chain on one line: transport errors from
 /// hyper say little at the top ("error sending request") and the cause below.
 pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
@@ -326,6 +346,30 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_reach_the_payload_of_an_io_error() {
+        #[derive(Debug)]
+        struct Deadline;
+        impl std::fmt::Display for Deadline {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("deadline has elapsed")
+            }
+        }
+        impl std::error::Error for Deadline {}
+        let io = std::io::Error::new(std::io::ErrorKind::TimedOut, Deadline);
+        let top = Error::Transport {
+            uri: "s3://b/k".into(),
+            message: "connect".into(),
+            source: Some(Box::new(io)),
+        };
+        let kinds: Vec<_> = sources(&top)
+            .filter_map(|e| e.downcast_ref::<std::io::Error>().map(|io| io.kind()))
+            .collect();
+        assert_eq!(kinds, [std::io::ErrorKind::TimedOut]);
+        assert!(find_source::<Deadline>(&top).is_some());
+        assert!(find_source::<std::fmt::Error>(&top).is_none());
+    }
 
     #[test]
     fn classification_follows_status_and_code() {

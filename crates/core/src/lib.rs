@@ -11,6 +11,7 @@ pub mod error;
 pub mod listing;
 pub mod multipart;
 pub mod range;
+pub mod reply;
 pub mod resume;
 pub mod retry;
 pub mod segment;
