@@ -16,6 +16,8 @@ pub mod resume;
 pub mod retry;
 pub mod segment;
 pub mod store;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod upload;
 pub mod uri;
 pub mod wire;

@@ -103,7 +103,7 @@ impl Drop for AbortGuard {
 /// S3's ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<parts>`
 /// (quoted, lower-case hex; compared to a HEAD's without regard to quotes or case).
 /// `None` when a part's ETag is not an MD5 (stores that do not follow the convention).
-fn multipart_etag(parts: &[(u32, String)]) -> Option<String> {
+pub(crate) fn multipart_etag(parts: &[(u32, String)]) -> Option<String> {
     use md5::{Digest, Md5};
     let mut all = Md5::new();
     for (_, etag) in parts {

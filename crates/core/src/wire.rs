@@ -234,3 +234,170 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         .await
     }
 }
+
+/// The policy layer, case by case, over the in-memory wire (no sockets).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::testing::{self, Faulty, MemoryWire, Op, reset, slow_down};
+    use futures::TryStreamExt;
+    use std::time::Duration;
+
+    type Store = S3Store<Faulty<MemoryWire>>;
+
+    fn store_with(cfg: StoreConfig, wire: impl FnOnce(MemoryWire) -> MemoryWire) -> Store {
+        S3Store::over(Faulty::new(wire(MemoryWire::new(cfg))))
+    }
+
+    fn store() -> Store {
+        store_with(testing::config(), |w| w)
+    }
+
+    fn uri(key: &str) -> ObjectUri {
+        ObjectUri::parse(&format!("s3://bkt/{key}")).unwrap()
+    }
+
+    fn data(len: usize) -> Bytes {
+        (0..len).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    #[tokio::test]
+    async fn head_retries_a_slow_down_then_answers() {
+        let s = store();
+        s.wire().inner().insert(&uri("a"), data(10));
+        s.wire().fail(Op::Head, 2, slow_down);
+        assert_eq!(s.head(&uri("a")).await.unwrap().size, 10);
+        assert_eq!(s.wire().calls(Op::Head), 3);
+    }
+
+    #[tokio::test]
+    async fn a_missing_key_is_not_retried() {
+        let s = store();
+        let e = s.head(&uri("nope")).await.unwrap_err();
+        assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
+        assert_eq!(s.wire().calls(Op::Head), 1);
+    }
+
+    #[tokio::test]
+    async fn the_retry_budget_bounds_attempts() {
+        let s = store();
+        s.wire().fail(Op::Delete, 100, slow_down);
+        let e = s.delete(&uri("a")).await.unwrap_err();
+        assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
+        assert_eq!(
+            s.wire().calls(Op::Delete),
+            testing::config().retry.max_attempts
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_body_resumes_from_the_byte_reached() {
+        let s = store();
+        let want = data(300_000);
+        s.wire().inner().insert(&uri("a"), want.clone());
+        s.wire().inner().cut_bodies(100_000, 2);
+        let mut seg = Segment::growable();
+        let info = s
+            .get_into_with(&uri("a"), &GetOptions::default(), &mut seg)
+            .await
+            .unwrap();
+        assert_eq!((info.bytes, info.attempts), (300_000, 3));
+        assert_eq!(seg.freeze().unwrap(), want);
+    }
+
+    #[tokio::test]
+    async fn a_pinned_version_that_changed_is_an_integrity_error() {
+        let s = store();
+        let old = s.wire().inner().insert(&uri("a"), data(1000));
+        s.wire().inner().insert(&uri("a"), data(2000));
+        let opts = GetOptions {
+            range: None,
+            if_match: Some(old),
+        };
+        let e = s
+            .get_into_with(&uri("a"), &opts, &mut Segment::growable())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::Integrity { .. }) && e.to_string().contains("changed"),
+            "{e:?}"
+        );
+        assert_eq!(s.wire().calls(Op::Get), 1);
+    }
+
+    #[tokio::test]
+    async fn listing_follows_pages_and_retries_a_failed_one() {
+        let s = store_with(testing::config(), |w| w.with_page_size(2));
+        for i in 0..7 {
+            s.wire().inner().insert(&uri(&format!("p/{i}")), data(i));
+        }
+        s.wire().fail(Op::List, 1, reset);
+        let keys: Vec<String> = s
+            .list(&uri("p/"), true)
+            .map_ok(|e| e.uri().key().to_owned())
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(keys, (0..7).map(|i| format!("p/{i}")).collect::<Vec<_>>());
+        assert_eq!(s.wire().calls(Op::List), 4 + 1);
+    }
+
+    #[tokio::test]
+    async fn a_put_below_the_threshold_is_one_request() {
+        let s = store();
+        let info = s.put(&uri("a"), data(1000).into()).await.unwrap();
+        assert_eq!(info.parts, None);
+        assert_eq!(s.wire().calls(Op::Put), 1);
+        assert_eq!(s.wire().inner().object(&uri("a")).unwrap(), data(1000));
+    }
+
+    fn multipart_config() -> StoreConfig {
+        let mut cfg = testing::config();
+        cfg.multipart_threshold = 5 << 20;
+        cfg.multipart_part_size = 5 << 20;
+        cfg
+    }
+
+    #[tokio::test]
+    async fn a_put_at_the_threshold_is_multipart_with_s3s_etag() {
+        let s = store_with(multipart_config(), |w| w);
+        s.wire().fail(Op::UploadPart, 1, reset);
+        let want = data(12 << 20);
+        let info = s.put(&uri("big"), want.clone().into()).await.unwrap();
+        assert_eq!(info.parts, Some(3));
+        assert!(info.etag.unwrap().ends_with("-3\""));
+        assert_eq!(s.wire().calls(Op::UploadPart), 3 + 1);
+        assert_eq!(s.wire().inner().object(&uri("big")).unwrap(), want);
+        assert_eq!(s.wire().inner().open_uploads(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_part_that_keeps_failing_aborts_the_upload() {
+        let s = store_with(multipart_config(), |w| w);
+        s.wire().fail(Op::UploadPart, 1000, slow_down);
+        let e = s.put(&uri("big"), data(12 << 20).into()).await.unwrap_err();
+        assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
+        assert_eq!(s.wire().calls(Op::AbortUpload), 1);
+        assert_eq!(s.wire().inner().open_uploads(), 0);
+        assert!(s.wire().inner().object(&uri("big")).is_none());
+    }
+
+    #[tokio::test]
+    async fn requests_in_flight_are_bounded_by_max_connections() {
+        let mut cfg = testing::config();
+        cfg.max_connections = 2;
+        let s = store_with(cfg, |w| w.with_latency(Duration::from_millis(20)));
+        for i in 0..8 {
+            s.wire().inner().insert(&uri(&format!("o{i}")), data(100));
+        }
+        let gets = (0..8).map(|i| {
+            let s = s.clone();
+            async move { s.get(&uri(&format!("o{i}")), None).await }
+        });
+        for got in futures::future::join_all(gets).await {
+            assert_eq!(got.unwrap(), data(100));
+        }
+        assert_eq!(s.wire().inner().peak_in_flight(), 2);
+    }
+}

@@ -557,3 +557,36 @@ macro_rules! conformance_suite {
         )*
     };
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every case of this file is in `conformance_suite!`'s list, so no backend can miss
+    /// one that was added here and forgotten there.
+    #[test]
+    fn every_case_is_in_the_suite() {
+        let src = include_str!("conformance.rs");
+        let (cases, suite) = src
+            .split_once("macro_rules! conformance_suite")
+            .expect("the suite macro is in this file");
+        let listed = suite
+            .split_once("$crate::conformance_suite!(@cases $scheme, $make;")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .map(|(list, _)| list)
+            .expect("the suite lists its cases");
+        let listed: Vec<&str> = listed.split(',').map(str::trim).collect();
+        let defined: Vec<&str> = cases
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub async fn "))
+            .filter(|l| l.contains("(ctx: Ctx)"))
+            .filter_map(|l| l.split('(').next())
+            .collect();
+        assert!(defined.len() >= 15, "found only {defined:?}");
+        for case in &defined {
+            assert!(
+                listed.contains(case),
+                "case {case} is not in conformance_suite!"
+            );
+        }
+        assert_eq!(listed.len(), defined.len(), "{listed:?} vs {defined:?}");
+    }
+}

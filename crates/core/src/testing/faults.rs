@@ -1,0 +1,185 @@
+//! `Faulty`: a wire whose chosen calls fail with chosen errors.
+
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::listing::ListPage;
+use crate::multipart::MultipartApi;
+use crate::resume::{BodySink, GetAttempt, GetRequest};
+use crate::store::ObjectMeta;
+use crate::uri::ObjectUri;
+use crate::wire::Wire;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The calls of a wire, as faults and counters name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Head,
+    Get,
+    List,
+    Put,
+    CreateUpload,
+    UploadPart,
+    CompleteUpload,
+    AbortUpload,
+    Delete,
+}
+
+/// A 503 SlowDown, as S3 answers a burst.
+pub fn slow_down(uri: &ObjectUri) -> Error {
+    Error::from_service(
+        uri.to_string(),
+        503,
+        "SlowDown",
+        "Please reduce your request rate",
+        None,
+    )
+}
+
+/// A connection reset before any answer.
+pub fn reset(uri: &ObjectUri) -> Error {
+    Error::transport(uri.to_string(), "connection reset by peer")
+}
+
+type MakeError = fn(&ObjectUri) -> Error;
+
+/// `inner`, except that the next calls of an operation fail as scripted (`fail`). Every call
+/// is counted, failed or not (`calls`).
+#[derive(Debug)]
+pub struct Faulty<W> {
+    inner: W,
+    script: Mutex<HashMap<Op, (u32, MakeError)>>,
+    calls: Mutex<HashMap<Op, u32>>,
+}
+
+impl<W> Faulty<W> {
+    pub fn new(inner: W) -> Self {
+        Self {
+            inner,
+            script: Mutex::default(),
+            calls: Mutex::default(),
+        }
+    }
+
+    pub fn inner(&self) -> &W {
+        &self.inner
+    }
+
+    /// The next `times` calls of `op` fail with `error(uri)` instead of reaching `inner`.
+    pub fn fail(&self, op: Op, times: u32, error: MakeError) {
+        self.script
+            .lock()
+            .expect("faults lock")
+            .insert(op, (times, error));
+    }
+
+    /// Calls of `op` so far.
+    pub fn calls(&self, op: Op) -> u32 {
+        self.calls
+            .lock()
+            .expect("faults lock")
+            .get(&op)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Counts a call of `op`, and fails it if the script says so.
+    fn call(&self, op: Op, uri: &ObjectUri) -> Result<()> {
+        *self
+            .calls
+            .lock()
+            .expect("faults lock")
+            .entry(op)
+            .or_default() += 1;
+        let mut script = self.script.lock().expect("faults lock");
+        match script.get_mut(&op) {
+            Some((times, error)) if *times > 0 => {
+                *times -= 1;
+                Err(error(uri))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl<W: Wire> GetAttempt for Faulty<W> {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        self.call(Op::Get, req.uri)?;
+        self.inner.get_attempt(req, sink).await
+    }
+}
+
+#[async_trait]
+impl<W: Wire> MultipartApi for Faulty<W> {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        self.call(Op::Put, uri)?;
+        self.inner.put_object(uri, data).await
+    }
+
+    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+        self.call(Op::CreateUpload, uri)?;
+        self.inner.create_upload(uri).await
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<Option<String>> {
+        self.call(Op::UploadPart, uri)?;
+        self.inner
+            .upload_part(uri, upload_id, part_number, data)
+            .await
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<Option<String>> {
+        self.call(Op::CompleteUpload, uri)?;
+        self.inner.complete_upload(uri, upload_id, parts).await
+    }
+
+    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        self.call(Op::AbortUpload, uri)?;
+        self.inner.abort_upload(uri, upload_id).await
+    }
+
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        self.call(Op::Head, uri)?;
+        self.inner.head_object(uri).await
+    }
+}
+
+#[async_trait]
+impl<W: Wire> Wire for Faulty<W> {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn config(&self) -> &StoreConfig {
+        self.inner.config()
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        self.call(Op::List, prefix)?;
+        self.inner.list_page(prefix, recursive, token).await
+    }
+
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+        self.call(Op::Delete, uri)?;
+        self.inner.delete_once(uri).await
+    }
+}

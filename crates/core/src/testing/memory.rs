@@ -1,0 +1,380 @@
+//! `MemoryWire`: S3's answers from a map in memory.
+
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::listing::ListPage;
+use crate::multipart::{MultipartApi, multipart_etag};
+use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
+use crate::store::{ListEntry, ObjectMeta};
+use crate::uri::ObjectUri;
+use crate::wire::{Wire, WireFromConfig};
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// Bytes per body frame, as a socket would deliver them.
+const FRAME: usize = 64 * 1024;
+
+#[derive(Debug)]
+struct Stored {
+    data: Bytes,
+    etag: String,
+}
+
+/// An open upload's parts: part number → (data, ETag).
+type Parts = BTreeMap<u32, (Bytes, String)>;
+
+#[derive(Debug, Default)]
+struct State {
+    /// (bucket, key) → object.
+    objects: BTreeMap<(String, String), Stored>,
+    /// upload id → its parts.
+    uploads: HashMap<String, Parts>,
+    next_upload: u64,
+    /// Bodies still to cut short: (bytes sent before the cut, how many more GETs).
+    cut: Option<(u64, u32)>,
+}
+
+/// A `Wire` over objects in memory. Listing pages hold `page_size` entries; each GET waits
+/// `latency` before answering, so concurrency can be observed (`peak_in_flight`).
+#[derive(Debug)]
+pub struct MemoryWire {
+    cfg: StoreConfig,
+    state: Mutex<State>,
+    page_size: usize,
+    latency: Duration,
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl WireFromConfig for MemoryWire {
+    fn from_config(cfg: StoreConfig) -> Result<Self> {
+        Ok(Self {
+            cfg,
+            state: Mutex::default(),
+            page_size: 1000,
+            latency: Duration::ZERO,
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        })
+    }
+}
+
+fn md5_etag(data: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    let digest = Md5::digest(data);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+fn not_found(uri: &ObjectUri) -> Error {
+    Error::from_service(uri.to_string(), 404, "NoSuchKey", "no such key", None)
+}
+
+impl MemoryWire {
+    pub fn new(cfg: StoreConfig) -> Self {
+        Self::from_config(cfg).expect("a memory wire always builds")
+    }
+
+    pub fn with_page_size(mut self, n: usize) -> Self {
+        self.page_size = n.max(1);
+        self
+    }
+
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("memory wire lock")
+    }
+
+    /// Stores `data` under `uri` as a PUT would; returns its ETag.
+    pub fn insert(&self, uri: &ObjectUri, data: impl Into<Bytes>) -> String {
+        let data = data.into();
+        let etag = md5_etag(&data);
+        self.state().objects.insert(
+            (uri.bucket().to_owned(), uri.key().to_owned()),
+            Stored {
+                data,
+                etag: etag.clone(),
+            },
+        );
+        etag
+    }
+
+    /// The object's bytes, if it exists.
+    pub fn object(&self, uri: &ObjectUri) -> Option<Bytes> {
+        self.state()
+            .objects
+            .get(&(uri.bucket().to_owned(), uri.key().to_owned()))
+            .map(|o| o.data.clone())
+    }
+
+    /// Multipart uploads created and neither completed nor aborted.
+    pub fn open_uploads(&self) -> usize {
+        self.state().uploads.len()
+    }
+
+    /// The next `times` GET bodies end after `after` bytes (a connection reset mid-body).
+    pub fn cut_bodies(&self, after: u64, times: u32) {
+        self.state().cut = Some((after, times));
+    }
+
+    /// The most GETs that were answering at once.
+    pub fn peak_in_flight(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    fn take_cut(&self) -> Option<u64> {
+        let mut st = self.state();
+        let (after, times) = st.cut?;
+        st.cut = (times > 1).then_some((after, times - 1));
+        Some(after)
+    }
+}
+
+/// Counts a GET in flight for as long as it lives.
+struct InFlight<'a>(&'a MemoryWire);
+
+impl<'a> InFlight<'a> {
+    fn enter(w: &'a MemoryWire) -> Self {
+        let now = w.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        w.peak.fetch_max(now, Ordering::SeqCst);
+        Self(w)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl GetAttempt for MemoryWire {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        let _counted = InFlight::enter(self);
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
+        }
+        let uri = req.uri;
+        let (data, etag) = {
+            let st = self.state();
+            let o = st
+                .objects
+                .get(&(uri.bucket().to_owned(), uri.key().to_owned()))
+                .ok_or_else(|| not_found(uri))?;
+            (o.data.clone(), o.etag.clone())
+        };
+        if let Some(want) = req.if_match
+            && !same_etag(want, &etag)
+        {
+            return Err(Error::from_service(
+                uri.to_string(),
+                412,
+                "PreconditionFailed",
+                "At least one of the pre-conditions you specified did not hold",
+                None,
+            ));
+        }
+        let len = data.len() as u64;
+        let (body, content_range) = match req.range {
+            None => (data, None),
+            Some(r) if r.start() >= len => {
+                return Err(Error::from_service(
+                    uri.to_string(),
+                    416,
+                    "InvalidRange",
+                    "The requested range is not satisfiable",
+                    None,
+                ));
+            }
+            Some(r) => {
+                let end = r.end().map_or(len, |e| e.min(len));
+                let range = format!("bytes {}-{}/{len}", r.start(), end - 1);
+                (data.slice(r.start() as usize..end as usize), Some(range))
+            }
+        };
+        sink.begin(ResponseHead::from_headers(
+            uri,
+            req.range,
+            body.len() as u64,
+            content_range.as_deref(),
+            Some(etag),
+        )?)?;
+        let sent = match self.take_cut() {
+            Some(after) => body.slice(..(after as usize).min(body.len())),
+            None => body,
+        };
+        let frames: Vec<std::result::Result<Bytes, std::convert::Infallible>> = (0..sent.len())
+            .step_by(FRAME)
+            .map(|at| Ok(sent.slice(at..(at + FRAME).min(sent.len()))))
+            .collect();
+        sink.drain(
+            self.cfg.timeouts.stall,
+            futures::stream::iter(frames),
+            |e| match e {},
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl MultipartApi for MemoryWire {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        Ok(Some(self.insert(uri, data)))
+    }
+
+    async fn create_upload(&self, _: &ObjectUri) -> Result<String> {
+        let mut st = self.state();
+        st.next_upload += 1;
+        let id = format!("upload-{}", st.next_upload);
+        st.uploads.insert(id.clone(), Parts::new());
+        Ok(id)
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<Option<String>> {
+        let etag = md5_etag(&data);
+        let mut st = self.state();
+        let parts = st.uploads.get_mut(upload_id).ok_or_else(|| {
+            Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
+        })?;
+        parts.insert(part_number, (data, etag.clone()));
+        Ok(Some(etag))
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<Option<String>> {
+        let mut st = self.state();
+        let stored = st.uploads.remove(upload_id).ok_or_else(|| {
+            Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
+        })?;
+        let mut data = Vec::new();
+        for (n, etag) in parts {
+            match stored.get(n) {
+                Some((bytes, tag)) if same_etag(tag, etag) => data.extend_from_slice(bytes),
+                _ => {
+                    return Err(Error::from_service(
+                        uri.to_string(),
+                        400,
+                        "InvalidPart",
+                        format!("part {n}"),
+                        None,
+                    ));
+                }
+            }
+        }
+        let etag = multipart_etag(parts).unwrap_or_else(|| md5_etag(&data));
+        st.objects.insert(
+            (uri.bucket().to_owned(), uri.key().to_owned()),
+            Stored {
+                data: data.into(),
+                etag: etag.clone(),
+            },
+        );
+        Ok(Some(etag))
+    }
+
+    async fn abort_upload(&self, _: &ObjectUri, upload_id: &str) -> Result<()> {
+        self.state().uploads.remove(upload_id);
+        Ok(())
+    }
+
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        let st = self.state();
+        let o = st
+            .objects
+            .get(&(uri.bucket().to_owned(), uri.key().to_owned()))
+            .ok_or_else(|| not_found(uri))?;
+        Ok(ObjectMeta {
+            uri: uri.clone(),
+            size: o.data.len() as u64,
+            etag: Some(o.etag.clone()),
+            last_modified: Some(SystemTime::UNIX_EPOCH),
+        })
+    }
+}
+
+#[async_trait]
+impl Wire for MemoryWire {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
+    }
+
+    /// Keys in order, from after `token` (the last key or prefix of the previous page);
+    /// without recursion, keys below the next `/` are one prefix entry.
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        let st = self.state();
+        let mut entries: BTreeMap<String, ListEntry> = BTreeMap::new();
+        let mut prefixes = BTreeSet::new();
+        for ((bucket, key), o) in &st.objects {
+            if bucket != prefix.bucket() || !key.starts_with(prefix.key()) {
+                continue;
+            }
+            let rest = &key[prefix.key().len()..];
+            match rest.find('/').filter(|_| !recursive) {
+                Some(at) => {
+                    let p = format!("{}{}", prefix.key(), &rest[..=at]);
+                    if prefixes.insert(p.clone()) {
+                        entries.insert(p.clone(), ListEntry::Prefix(prefix.with_key(p)));
+                    }
+                }
+                None => {
+                    entries.insert(
+                        key.clone(),
+                        ListEntry::Object(ObjectMeta {
+                            uri: prefix.with_key(key.clone()),
+                            size: o.data.len() as u64,
+                            etag: Some(o.etag.clone()),
+                            last_modified: Some(SystemTime::UNIX_EPOCH),
+                        }),
+                    );
+                }
+            }
+        }
+        let after: Vec<(String, ListEntry)> = entries
+            .into_iter()
+            .filter(|(k, _)| token.as_ref().is_none_or(|t| k > t))
+            .collect();
+        let truncated = after.len() > self.page_size;
+        let page: Vec<(String, ListEntry)> = after.into_iter().take(self.page_size).collect();
+        let next = truncated.then(|| page.last().map(|(k, _)| k.clone()).unwrap_or_default());
+        ListPage::new(
+            &prefix.to_string(),
+            page.into_iter().map(|(_, e)| e).collect(),
+            truncated,
+            next,
+        )
+    }
+
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+        self.state()
+            .objects
+            .remove(&(uri.bucket().to_owned(), uri.key().to_owned()));
+        Ok(())
+    }
+}

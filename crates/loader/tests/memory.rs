@@ -1,0 +1,144 @@
+//! The loader over core's in-memory wire: what it delivers, case by case, without sockets
+//! (the same loader over HTTP and every backend: `crates/sluice/tests/loader.rs`).
+
+use bytes::Bytes;
+use sluice_core::testing::{self, Faulty, MemoryWire, Op, reset};
+use sluice_core::{ObjectUri, S3Store};
+use sluice_loader::{Dataset, Loader, LoaderOptions, OnError, Order};
+use std::sync::Arc;
+
+type Store = S3Store<Faulty<MemoryWire>>;
+
+fn store() -> Arc<Store> {
+    Arc::new(S3Store::over(Faulty::new(MemoryWire::new(
+        testing::config(),
+    ))))
+}
+
+fn uri(key: &str) -> ObjectUri {
+    ObjectUri::parse(&format!("s3://bkt/{key}")).unwrap()
+}
+
+/// Bytes that differ from key to key (by its last byte and length).
+fn data(key: &str, len: usize) -> Bytes {
+    let seed = key.bytes().last().unwrap_or(0) ^ key.len() as u8;
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+/// Objects `d/0` … `d/{n-1}` of `len(i)` bytes each, and their dataset.
+async fn dataset(s: &Store, n: usize, len: impl Fn(usize) -> usize) -> Dataset {
+    for i in 0..n {
+        let key = format!("d/{i:03}");
+        s.wire().inner().insert(&uri(&key), data(&key, len(i)));
+    }
+    Dataset::from_prefix(s, &uri("d/"), None).await.unwrap()
+}
+
+async fn drain(loader: &mut Loader) -> Vec<sluice_core::Result<sluice_loader::Object>> {
+    let mut out = Vec::new();
+    while let Some(o) = loader.next().await {
+        out.push(o);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_object_arrives_once_in_order_with_its_bytes() {
+    let s = store();
+    let ds = dataset(&s, 20, |i| i * 1000).await;
+    let opts = LoaderOptions {
+        order: Order::Input,
+        ..LoaderOptions::default()
+    };
+    let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+    let got = drain(&mut loader).await;
+    assert_eq!(got.len(), 20);
+    for (i, o) in got.into_iter().enumerate() {
+        let o = o.unwrap();
+        let key = format!("d/{i:03}");
+        assert_eq!(o.uri, uri(&key));
+        assert_eq!(o.data, data(&key, i * 1000), "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_object_is_read_in_ranges_that_resume_when_cut() {
+    let s = store();
+    let ds = dataset(&s, 1, |_| 10 << 20).await;
+    s.wire().inner().cut_bodies(1 << 20, 3);
+    let opts = LoaderOptions {
+        range_threshold: 4 << 20,
+        chunk_size: 2 << 20,
+        ..LoaderOptions::default()
+    };
+    let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+    let got = drain(&mut loader).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].as_ref().unwrap().data, data("d/000", 10 << 20));
+    // Five ranges, three of them cut once and resumed.
+    assert_eq!(s.wire().calls(Op::Get), 5 + 3);
+    assert_eq!(loader.stats().retries, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_deliver_a_failed_object_is_an_error_naming_it_and_reading_goes_on() {
+    let s = store();
+    let ds = dataset(&s, 3, |_| 100).await;
+    // More failures than the retry budget: the first object read fails for good.
+    s.wire()
+        .fail(Op::Get, testing::config().retry.max_attempts, reset);
+    let opts = LoaderOptions {
+        on_error: OnError::Deliver,
+        order: Order::Input,
+        prefetch: 1,
+        max_requests: 1,
+        ..LoaderOptions::default()
+    };
+    let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+    let got = drain(&mut loader).await;
+    assert_eq!(got.len(), 3);
+    let e = got[0].as_ref().unwrap_err();
+    assert!(e.to_string().contains("s3://bkt/d/000"), "{e}");
+    assert_eq!(got[1].as_ref().unwrap().data, data("d/001", 100));
+    assert_eq!(got[2].as_ref().unwrap().data, data("d/002", 100));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_ends_the_stream_at_the_first_failure() {
+    let s = store();
+    let ds = dataset(&s, 3, |_| 100).await;
+    s.wire().inner().insert(&uri("d/001"), Bytes::new());
+    // The listing said 100 bytes; the object is now empty: a wrong length, never retried.
+    let opts = LoaderOptions {
+        order: Order::Input,
+        prefetch: 1,
+        max_requests: 1,
+        ..LoaderOptions::default()
+    };
+    let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+    let got = drain(&mut loader).await;
+    assert!(got[0].is_ok(), "{:?}", got[0]);
+    assert!(got.last().unwrap().is_err(), "{got:?}");
+    assert!(
+        got.len() <= 2,
+        "{} items after a fail-fast error",
+        got.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_in_a_listing_is_read_as_the_listed_version() {
+    let s = store();
+    let ds = dataset(&s, 1, |_| 1000).await;
+    // Replaced after listing: the loader pins the listed ETag, so it must not hand out
+    // the new bytes as if they were the object it listed.
+    s.wire()
+        .inner()
+        .insert(&uri("d/000"), data("replaced", 1000));
+    let mut loader = Loader::new(s.clone(), &ds, LoaderOptions::default()).unwrap();
+    let got = drain(&mut loader).await;
+    let e = got[0].as_ref().unwrap_err();
+    assert!(e.to_string().contains("changed"), "{e}");
+}
