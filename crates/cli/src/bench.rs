@@ -7,7 +7,7 @@ use crate::{StoreArgs, rusage};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use sluice_core::{ObjectUri, StoreConfig};
-use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions, Sharding};
+use sluice_loader::{Dataset, Item, Loader, LoaderOptions, Sharding};
 use sluice_testserver::{DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -616,7 +616,6 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
     }
     let dataset = Dataset::from_items(items);
     let store = a.store.open().await?;
-    let pool = BufferPool::for_prefetch(a.prefetch, LoaderOptions::default().memory_budget);
     let cpu0 = process_cpu_seconds().unwrap_or(0.0);
     for epoch in 0..a.epochs.max(1) {
         let opts = LoaderOptions {
@@ -627,7 +626,6 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
                 ..Default::default()
             },
             epoch: u64::from(epoch),
-            pool: Some(pool.clone()),
             ..Default::default()
         };
         let mut loader = Loader::new(store.clone(), &dataset, opts)?;

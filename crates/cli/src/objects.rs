@@ -7,7 +7,7 @@ use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
-use sluice_loader::{BufferPool, Dataset, Item, Loader, LoaderOptions, StatsSnapshot};
+use sluice_loader::{Dataset, Item, Loader, LoaderOptions, StatsSnapshot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -185,7 +185,6 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     };
     let known: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
     let budget = (a.memory_budget > 0).then_some(a.memory_budget);
-    let pool = BufferPool::for_prefetch(a.jobs, budget);
     let pb = progress((known * u64::from(a.epochs)).max(1), true, a.json);
     let mut epochs = Vec::new();
     for epoch in 0..a.epochs.max(1) {
@@ -195,7 +194,6 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
             chunk_size: a.chunk_size,
             epoch: u64::from(epoch),
             memory_budget: budget,
-            pool: Some(pool.clone()),
             ..Default::default()
         };
         let cpu0 = process_cpu_seconds();

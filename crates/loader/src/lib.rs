@@ -17,10 +17,12 @@ pub mod dataset;
 mod fetch;
 mod hugepages;
 pub mod loader;
+mod many;
 pub mod pool;
 pub mod stats;
 
 pub use dataset::{Dataset, Item, Sharding};
 pub use loader::{DEFAULT_MEMORY_BUDGET, Loader, LoaderOptions, Object, OnError, Order};
+pub use many::get_many;
 pub use pool::BufferPool;
 pub use stats::StatsSnapshot;

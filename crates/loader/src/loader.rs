@@ -75,8 +75,9 @@ pub struct LoaderOptions {
     /// Default `DEFAULT_MEMORY_BUDGET`.
     pub memory_budget: Option<u64>,
     pub on_error: OnError,
-    /// Buffers to reuse. Share one pool between the loaders of successive epochs so the
-    /// second epoch touches no fresh memory; `None`: `BufferPool::for_prefetch`.
+    /// Buffers to reuse. `None`: the process's pool for this window (`BufferPool::shared`),
+    /// so the loaders of successive epochs share memory and the second epoch touches no
+    /// fresh pages; `Some(BufferPool::for_prefetch(..))` for a loader of its own.
     pub pool: Option<Arc<BufferPool>>,
 }
 
@@ -176,7 +177,7 @@ impl Loader {
             pool: opts
                 .pool
                 .clone()
-                .unwrap_or_else(|| BufferPool::for_prefetch(opts.prefetch, opts.memory_budget)),
+                .unwrap_or_else(|| BufferPool::shared(opts.prefetch, opts.memory_budget)),
             requests: Arc::new(Semaphore::new(opts.max_requests)),
         };
         let stats = Arc::new(Stats::default());

@@ -3,6 +3,7 @@
 //! that comes back to the pool when its last reader drops it is already mapped.
 
 use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 #[derive(Debug)]
@@ -53,6 +54,29 @@ impl BufferPool {
             2 * prefetch + 8,
             memory_budget.map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX)),
         )
+    }
+
+    /// This process's pool for a window of `prefetch` objects (and `memory_budget`): the
+    /// one every loader with the same window shares, so that the loader of the next epoch
+    /// (a new `Loader`, as each front end makes per epoch) lands its bytes in the memory the
+    /// previous one already touched. After a fork the child starts its own pools; the
+    /// parent's copies are left alone (they may be mid-use by threads the child lacks).
+    pub fn shared(prefetch: usize, memory_budget: Option<u64>) -> Arc<Self> {
+        type Pools = HashMap<(usize, Option<u64>), Arc<BufferPool>>;
+        static POOLS: Mutex<Option<(u32, Pools)>> = Mutex::new(None);
+        let pid = std::process::id();
+        let mut slot = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+            if let Some(inherited) = slot.take() {
+                std::mem::forget(inherited);
+            }
+            *slot = Some((pid, HashMap::new()));
+        }
+        let (_, pools) = slot.as_mut().expect("set above");
+        pools
+            .entry((prefetch, memory_budget))
+            .or_insert_with(|| Self::for_prefetch(prefetch, memory_budget))
+            .clone()
     }
 
     /// For a body of unknown size: the largest idle buffer (the likeliest to fit; a growable
@@ -182,6 +206,14 @@ impl Drop for Pooled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loaders_of_one_window_share_the_process_pool() {
+        let a = BufferPool::shared(7, Some(1 << 20));
+        assert!(Arc::ptr_eq(&a, &BufferPool::shared(7, Some(1 << 20))));
+        assert!(!Arc::ptr_eq(&a, &BufferPool::shared(7, None)));
+        assert!(!Arc::ptr_eq(&a, &BufferPool::shared(8, Some(1 << 20))));
+    }
 
     #[test]
     fn memory_returns_when_the_last_handle_drops() {

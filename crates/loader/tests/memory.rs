@@ -142,3 +142,45 @@ async fn an_object_in_a_listing_is_read_as_the_listed_version() {
     let e = got[0].as_ref().unwrap_err();
     assert!(e.to_string().contains("changed"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_many_returns_every_object_in_the_order_given() {
+    let s = store();
+    let keys = ["b", "a", "large", "a"];
+    for k in ["a", "b"] {
+        s.wire().inner().insert(&uri(k), data(k, 5000));
+    }
+    s.wire()
+        .inner()
+        .insert(&uri("large"), data("large", 40 << 20));
+    let uris: Vec<ObjectUri> = keys.iter().map(|k| uri(k)).collect();
+    let got = sluice_loader::get_many(s.clone(), uris, 3).await.unwrap();
+    let got: Vec<(String, Bytes)> = got
+        .into_iter()
+        .map(|o| (o.uri.key().to_owned(), o.data))
+        .collect();
+    let want: Vec<(String, Bytes)> = keys
+        .iter()
+        .map(|k| {
+            let len = if *k == "large" { 40 << 20 } else { 5000 };
+            (k.to_string(), data(k, len))
+        })
+        .collect();
+    assert_eq!(got, want);
+    // The large object came in ranges (of the loader's default chunk size).
+    assert!(s.wire().calls(Op::Get) > 4, "{}", s.wire().calls(Op::Get));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_many_fails_with_the_first_missing_object() {
+    let s = store();
+    s.wire().inner().insert(&uri("a"), data("a", 10));
+    let uris = vec![uri("a"), uri("missing")];
+    let e = sluice_loader::get_many(s.clone(), uris, 2)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, sluice_core::Error::NotFound { .. }) && e.to_string().contains("missing"),
+        "{e:?}"
+    );
+}

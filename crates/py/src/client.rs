@@ -5,7 +5,7 @@ use crate::errors::{to_py, value_error};
 use crate::object::{Object, bytes_of};
 use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
 use crate::writer::Writer;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -171,20 +171,11 @@ impl Client {
             .iter()
             .map(|u| parse_uri(u))
             .collect::<PyResult<Vec<_>>>()?;
-        let data: Vec<bytes::Bytes> = block(py, async move {
-            futures::stream::iter(parsed)
-                .map(|u| {
-                    let store = store.clone();
-                    async move { store.get(&u, None).await }
-                })
-                .buffered(max_in_flight)
-                .try_collect()
-                .await
-        })?;
+        let objects = block(py, sluice_loader::get_many(store, parsed, max_in_flight))?;
         Ok(uris
             .into_iter()
-            .zip(data)
-            .map(|(u, d)| Object::new(u, d))
+            .zip(objects)
+            .map(|(u, o)| Object::new(u, o.data))
             .collect())
     }
 

@@ -3,30 +3,13 @@
 use crate::client::{Client, block, default_client, parse_uri};
 use crate::errors::{to_py, value_error};
 use crate::object::Object;
-use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
+use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_loader::{BufferPool, OnError, Order, Sharding};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 use tokio::time::timeout;
-
-/// Buffer pools shared by the loaders of a process with the same window, so that the second
-/// epoch (a new `Loader`) reuses the first one's memory instead of page-faulting fresh memory
-/// in — as the Rust loader does across epochs. A pool keeps idle at most what was once
-/// alive at once (the budget, or the batches a consumer held).
-type PoolKey = (usize, Option<u64>);
-static POOLS: PerProcess<Mutex<HashMap<PoolKey, Arc<BufferPool>>>> = PerProcess::new();
-
-fn shared_pool(prefetch: usize, memory_budget: Option<u64>) -> PyResult<Arc<BufferPool>> {
-    let pools = POOLS.get_or_try_init(|| Ok(Mutex::default()))?;
-    let mut pools = pools.lock().unwrap_or_else(|p| p.into_inner());
-    Ok(pools
-        .entry((prefetch, memory_budget))
-        .or_insert_with(|| BufferPool::for_prefetch(prefetch, memory_budget))
-        .clone())
-}
 
 /// (URI, size if a listing told it): how a dataset item travels through pickle.
 type PickledItem = (String, Option<u64>);
@@ -251,11 +234,9 @@ impl Loader {
             max_requests,
             memory_budget,
             on_error: parse_on_error(on_error)?,
-            pool: if reuse_buffers {
-                Some(shared_pool(prefetch, memory_budget)?)
-            } else {
-                None
-            },
+            // The loader shares the process's pool for this window across epochs by
+            // default; `reuse_buffers=False` gives this loader a pool of its own.
+            pool: (!reuse_buffers).then(|| BufferPool::for_prefetch(prefetch, memory_budget)),
         };
         let rt = runtime()?;
         let loader = {
