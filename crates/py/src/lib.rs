@@ -40,5 +40,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::set_runtime_threads, m)?)?;
     parquet::register(m)?;
     m.add("backends", sluice::registry::compiled())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

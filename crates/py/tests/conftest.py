@@ -1,21 +1,16 @@
-import os
-
 import pytest
 
-from sluice.testing import TestServer
+from sluice.testing import TestServer, environment
 
 
 @pytest.fixture(scope="session")
 def server():
     """One in-process S3 server for the session; the AWS variables point at it so the
-    module-level functions' default client finds it."""
-    s = TestServer()
-    for k, v in s.env().items():
-        os.environ[k] = v
-    # Fault tests need failures to surface quickly.
-    os.environ["SLUICE_MAX_ATTEMPTS"] = "3"
-    yield s
-    s.stop()
+    module-level functions' default client finds it (until the session ends: then the
+    environment is as it was)."""
+    # Fault tests need failures to surface quickly: SLUICE_MAX_ATTEMPTS.
+    with TestServer() as s, environment(s, extra={"SLUICE_MAX_ATTEMPTS": "3"}):
+        yield s
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ stack from S3_BACKEND (hyper, awssdk or objectstore; default hyper).
 Importing sluice does not import torch; `sluice.torch` does.
 """
 
+from . import _native
 from ._native import (
     Client,
     Dataset,
@@ -30,13 +31,17 @@ from ._native import (
     stat,
     writer,
 )
+from ._types import LoaderStats, StatResult, WriteResult
 
 __all__ = [
     "Client",
     "Dataset",
     "Loader",
+    "LoaderStats",
     "Object",
     "S3Error",
+    "StatResult",
+    "WriteResult",
     "Writer",
     "backends",
     "delete",
@@ -49,4 +54,18 @@ __all__ = [
     "stat",
     "writer",
 ]
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+    """The installed distribution's version (maturin takes it from Cargo.toml: one source);
+    else the extension's own, if it has one; else "0+unknown" (a source checkout on
+    sys.path, as scripts/py-dev-install makes, is not an installed distribution)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sluice")
+    except PackageNotFoundError:
+        return str(getattr(_native, "__version__", "0+unknown"))
+
+
+__version__: str = _version()

@@ -1,10 +1,50 @@
 """Type stubs of the native extension; the public names are re-exported by ``sluice``."""
 
+import sys
 from os import PathLike
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union, final
+
+from ._types import LoaderStats, StatResult, WriteResult
+
+# As the module's own __all__ (PyO3 writes it: every class and function added).
+__all__ = [
+    "Client",
+    "Object",
+    "Dataset",
+    "Loader",
+    "TestServer",
+    "HostileServer",
+    "Writer",
+    "S3Error",
+    "get",
+    "get_range",
+    "get_many",
+    "list",
+    "stat",
+    "exists",
+    "put",
+    "delete",
+    "writer",
+    "pattern",
+    "hostile_cases",
+    "write_npz",
+    "random_npz",
+    "set_runtime_threads",
+    "parquet_row_groups",
+    "parquet_get_rg",
+    "parquet_cache_invalidate",
+    "parquet_cache_clear",
+    "parquet_cache_len",
+    "parquet_write_random",
+    "backends",
+    "__version__",
+]
 
 backends: List[str]
 """The client stacks compiled in ("hyper", "awssdk", "objectstore")."""
+__version__: str
+"""The crate's version (the source of ``sluice.__version__`` in a source checkout)."""
 
 class S3Error(OSError):
     """An S3 request failed. ``status``: HTTP status (None when no response came);
@@ -16,6 +56,7 @@ class S3Error(OSError):
     request_id: Optional[str]
     uri: str
 
+@final
 class Object:
     """One object's bytes over the loader's memory. Supports the buffer protocol (read-only):
     ``memoryview(obj)`` and ``numpy.frombuffer(obj)`` copy nothing; ``bytes(obj)`` copies.
@@ -27,10 +68,13 @@ class Object:
     def byte_count(self) -> int: ...
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes: ...
-    def __buffer__(self, flags: int) -> memoryview: ...
+    if sys.version_info >= (3, 12):
+        # PEP 688: CPython 3.12+ exposes the buffer slot as __buffer__.
+        def __buffer__(self, flags: int, /) -> memoryview: ...
     def to_bytes(self) -> bytes: ...
     def memoryview(self) -> memoryview: ...
 
+@final
 class Writer:
     """A streaming upload (``Client.writer``): parts upload while you write; nothing is
     visible before ``close``; ``abort`` leaves nothing behind."""
@@ -40,15 +84,16 @@ class Writer:
     @property
     def bytes_written(self) -> int: ...
     def write(self, data: Any) -> int: ...
-    def close(self) -> Dict[str, Any]:
-        """{"uri", "total_bytes", "parts", "etag"}"""
+    def close(self) -> WriteResult:
+        """Uploads what remains and makes the object visible."""
     def abort(self) -> None: ...
 
+@final
 class Client:
     """A client from the standard AWS environment; arguments override it."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         backend: Optional[str] = None,
         endpoint: Optional[str] = None,
         region: Optional[str] = None,
@@ -56,14 +101,14 @@ class Client:
         max_attempts: Optional[int] = None,
         connect_timeout: Optional[float] = None,
         first_byte_timeout: Optional[float] = None,
-    ) -> None: ...
+    ) -> Client: ...
     @property
     def backend(self) -> str: ...
     def get(self, uri: str) -> Object: ...
     def get_range(self, uri: str, offset: int, length: Optional[int] = None) -> Object: ...
     def get_many(self, uris: Sequence[str], max_in_flight: int = 64) -> List[Object]: ...
     def list(self, uri: str, recursive: bool = False) -> List[str]: ...
-    def stat(self, uri: str) -> Dict[str, Any]: ...
+    def stat(self, uri: str) -> StatResult: ...
     def exists(self, uri: str) -> bool: ...
     def put(self, uri: str, data: Any) -> Optional[str]: ...
     def delete(self, uri: str) -> None: ...
@@ -75,6 +120,7 @@ class Client:
         abort_on_drop: bool = True,
     ) -> Writer: ...
 
+@final
 class Dataset:
     @staticmethod
     def from_uris(uris: Sequence[str]) -> Dataset: ...
@@ -84,6 +130,7 @@ class Dataset:
     def uris(self) -> List[str]: ...
     def __len__(self) -> int: ...
 
+@final
 class Loader:
     """Reads this reader's shard of a dataset with ``prefetch`` objects in flight.
 
@@ -99,8 +146,8 @@ class Loader:
     so a second epoch reuses the first one's memory (idle memory never exceeds what was
     once alive at once)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         dataset: Dataset,
         prefetch: int = 16,
         order: str = "completion",
@@ -116,21 +163,29 @@ class Loader:
         range_threshold: Optional[int] = None,
         chunk_size: Optional[int] = None,
         max_requests: int = 64,
-        memory_budget: Optional[int] = 268435456,
+        # 268435456 (256 MiB); PyO3's signature shows `...` for a default it cannot spell.
+        memory_budget: Optional[int] = ...,
         on_error: str = "raise",
         reuse_buffers: bool = True,
-    ) -> None: ...
+    ) -> Loader: ...
     def __iter__(self) -> Loader: ...
     def __next__(self) -> Object: ...
     def __len__(self) -> int: ...
     def collect_batch(self, n: int) -> List[Object]: ...
-    def stats(self) -> Dict[str, float]: ...
+    def stats(self) -> LoaderStats:
+        """The counters so far (``{}`` once closed)."""
     def close(self) -> None: ...
     def __enter__(self) -> Loader: ...
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(
+        self,
+        _ty: Optional[Type[BaseException]],
+        _value: Optional[BaseException],
+        _tb: Optional[TracebackType],
+    ) -> None: ...
 
+@final
 class TestServer:
-    def __init__(self) -> None: ...
+    def __new__(cls) -> TestServer: ...
     @property
     def endpoint(self) -> str: ...
     @property
@@ -156,11 +211,17 @@ class TestServer:
     def clear_faults(self) -> None: ...
     def stop(self) -> None: ...
     def __enter__(self) -> TestServer: ...
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(
+        self,
+        _ty: Optional[Type[BaseException]],
+        _value: Optional[BaseException],
+        _tb: Optional[TracebackType],
+    ) -> None: ...
 
+@final
 class HostileServer:
     """Plays one case of the bad-input catalogue (see ``hostile_cases``)."""
-    def __init__(self, case: str) -> None: ...
+    def __new__(cls, case: str) -> HostileServer: ...
     @property
     def endpoint(self) -> str: ...
     def env(self) -> Dict[str, str]: ...
@@ -180,7 +241,7 @@ def get(uri: str) -> Object: ...
 def get_range(uri: str, offset: int, length: Optional[int] = None) -> Object: ...
 def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Object]: ...
 def list(uri: str, recursive: bool = False) -> List[str]: ...
-def stat(uri: str) -> Dict[str, Any]: ...
+def stat(uri: str) -> StatResult: ...
 def exists(uri: str) -> bool: ...
 def put(uri: str, data: Any) -> Optional[str]: ...
 def delete(uri: str) -> None: ...

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Dict, Iterator, Mapping, Optional, Union
 
 from ._native import HostileServer, TestServer, hostile_cases, pattern
 
@@ -25,17 +25,32 @@ __all__ = ["TestServer", "HostileServer", "hostile_cases", "pattern", "environme
 
 
 @contextmanager
-def environment(server: TestServer, https: bool = False) -> Iterator[None]:
-    """Points the AWS environment variables at ``server`` for the duration."""
-    saved = {}
-    for k, v in server.env(https).items():
-        saved[k] = os.environ.get(k)
-        os.environ[k] = v
+def environment(
+    server: Union[TestServer, HostileServer],
+    https: bool = False,
+    extra: Optional[Mapping[str, str]] = None,
+) -> Iterator[None]:
+    """Points the AWS environment variables at ``server`` (its ``env()``; with ``https``, at
+    a TestServer's https endpoint) and sets ``extra`` too, for the duration. However the
+    block exits, each variable it set is put back as it was: its old value restored, or
+    removed if it was not set before."""
+    env: Dict[str, str]
+    if isinstance(server, TestServer):
+        env = dict(server.env(https))
+    elif https:
+        raise TypeError("https=True: only a TestServer serves https")
+    else:
+        env = dict(server.env())
+    env.update(extra or {})
+    saved: Dict[str, Optional[str]] = {}
     try:
+        for k, v in env.items():
+            saved[k] = os.environ.get(k)
+            os.environ[k] = v
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
+        for k, old in saved.items():
+            if old is None:
                 os.environ.pop(k, None)
             else:
-                os.environ[k] = v
+                os.environ[k] = old

@@ -22,6 +22,8 @@ import torch.utils.data
 import sluice
 from sluice._sharding import resolve_shard
 
+__all__ = ["S3IterableDataset", "S3MapDataset", "Transform"]
+
 Transform = Callable[[sluice.Object], Any]
 
 

@@ -20,6 +20,8 @@ import shlex
 import stat
 import sys
 
+__all__ = ["SHIM_DIR", "install", "main", "make_bin_dir", "dlio_main"]
+
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim")
 
 
@@ -31,7 +33,7 @@ def install() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([SHIM_DIR, *parts])
     # A real s3dlio imported before the alias (unlikely) would otherwise stay in use here.
     sys.modules.pop("s3dlio", None)
-    import s3dlio  # noqa: F401  (the shim: registers sluice.compat.s3dlio under the name)
+    import s3dlio  # type: ignore[import-not-found]  # noqa: F401  (the shim: registers sluice.compat.s3dlio under the name)
 
 
 def main(argv: list) -> None:

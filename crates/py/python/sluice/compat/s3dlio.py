@@ -486,7 +486,7 @@ class _Items:
         """Up to ``n`` objects; ``[]`` once everything was delivered."""
         return self._loader.collect_batch(n)
 
-    def stats(self) -> dict:
+    def stats(self) -> sluice.LoaderStats:
         return self._loader.stats()
 
 
@@ -599,7 +599,7 @@ class MultipartUploadWriter:
         with self._lock:
             info = self._writer.close()
             self._closed = True
-        out = {
+        out: Dict[str, Any] = {
             "total_bytes": info["total_bytes"],
             "parts": info["parts"],
             "started_at": self._started_at,

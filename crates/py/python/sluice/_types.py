@@ -1,0 +1,55 @@
+"""The shapes of the dicts the native module returns, for annotations and type checkers;
+``sluice`` re-exports them. At runtime the values are plain ``dict``s with exactly these
+keys (``tests/test_types.py`` checks that against the native module)."""
+
+from typing import Optional, TypedDict
+
+__all__ = ["StatResult", "LoaderStats", "WriteResult"]
+
+
+class StatResult(TypedDict):
+    """``sluice.stat(uri)`` / ``Client.stat(uri)``: what one HEAD says about an object."""
+
+    uri: str
+    """The URI as given."""
+    size: int
+    """Bytes."""
+    etag: Optional[str]
+    """The ETag as the service sent it (quotes included), or None when it sent none."""
+    last_modified: Optional[float]
+    """Seconds since the epoch, or None when the service did not say."""
+
+
+class LoaderStats(TypedDict):
+    """``Loader.stats()``: the loader's counters so far. (A closed loader returns ``{}``.)"""
+
+    objects: int
+    """Objects read."""
+    bytes: int
+    """Bytes read."""
+    elapsed_s: float
+    """Seconds from the loader's start to its last delivery (to now before the first)."""
+    mb_per_s: float
+    """``bytes`` / ``elapsed_s``, in MB (10**6 bytes) per second."""
+    requests: int
+    """HTTP requests made."""
+    retries: int
+    """Extra HTTP attempts beyond one per request (retries and resumptions)."""
+    errors: int
+    """Objects that failed."""
+    latency_p50_ms: float
+    """Median time to read one object, milliseconds (0 before the first)."""
+    latency_p99_ms: float
+    batch_gap_p50_ms: float
+    """Median time between two ``collect_batch`` returns, milliseconds."""
+    batch_gap_max_ms: float
+
+
+class WriteResult(TypedDict):
+    """``Writer.close()``: the object a streaming upload made visible."""
+
+    uri: str
+    total_bytes: int
+    parts: int
+    """Parts uploaded (1 for an object sent in one request)."""
+    etag: Optional[str]

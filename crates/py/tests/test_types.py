@@ -1,0 +1,56 @@
+"""The TypedDicts of ``sluice`` describe the dicts the native module really returns: the same
+keys (no more, no fewer) and values of the declared types."""
+
+import typing
+
+import pytest
+
+import sluice
+from sluice import LoaderStats, StatResult, WriteResult
+
+
+def assert_shape(d, td):
+    assert type(d) is dict
+    assert set(d) == set(td.__annotations__), f"{td.__name__}: keys differ"
+    assert set(td.__annotations__) == td.__required_keys__, f"{td.__name__}: every key is always there"
+    for key, t in typing.get_type_hints(td).items():
+        allowed = typing.get_args(t) or (t,)  # Optional[str] -> (str, NoneType)
+        assert isinstance(d[key], allowed), f"{td.__name__}[{key!r}] = {d[key]!r} is not {t}"
+
+
+def test_public_and_the_same_classes():
+    from sluice import _types
+
+    assert (sluice.StatResult, sluice.LoaderStats, sluice.WriteResult) == (
+        _types.StatResult,
+        _types.LoaderStats,
+        _types.WriteResult,
+    )
+
+
+def test_stat(server, client, prefix):
+    [uri] = server.fill(prefix, 1, 1234)
+    s = client.stat(uri)
+    assert_shape(s, StatResult)
+    assert s["uri"] == uri and s["size"] == 1234
+    assert_shape(sluice.stat(uri), StatResult)  # the module-level function: the default client
+
+
+def test_loader_stats(server, client, prefix):
+    uris = server.fill(prefix, 3, 1000)
+    with sluice.Loader(sluice.Dataset.from_uris(uris), client=client) as loader:
+        assert_shape(loader.stats(), LoaderStats)  # before the first object
+        assert len(loader.collect_batch(3)) == 3
+        s = loader.stats()
+    assert_shape(s, LoaderStats)
+    assert s["objects"] == 3 and s["bytes"] == 3000
+
+
+@pytest.mark.parametrize("size", [10, 6 << 20], ids=["one-request", "multipart"])
+def test_writer_close(server, client, prefix, size):
+    uri = f"s3://{server.bucket}/{prefix}obj"
+    w = client.writer(uri, part_size=5 << 20)
+    w.write(bytes(size))
+    info = w.close()
+    assert_shape(info, WriteResult)
+    assert info["uri"] == uri and info["total_bytes"] == size
