@@ -7,6 +7,8 @@
 //! whole. Response checksums are validated only when asked for
 //! (`AWS_RESPONSE_CHECKSUM_VALIDATION=when_supported`, see `sluice_core::Checksums`).
 
+#![forbid(unsafe_code)]
+
 mod bounded;
 mod client;
 mod errors;

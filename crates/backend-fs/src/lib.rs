@@ -14,6 +14,8 @@
 //!
 //! File system calls block, so each operation runs on tokio's blocking pool.
 
+#![forbid(unsafe_code)]
+
 mod aligned;
 mod list;
 mod read;

@@ -5,6 +5,8 @@
 //! (connect, first byte, body stall), and a body cut short resumes from the first missing
 //! byte through `sluice_core::resume`.
 
+#![forbid(unsafe_code)]
+
 mod addressing;
 mod buffered;
 pub mod sigv4;

@@ -6,6 +6,8 @@
 //! pages through listings and drives multipart uploads, as for every backend. Errors keep
 //! the URI: object_store's are mapped to ours (see `errors`).
 
+#![forbid(unsafe_code)]
+
 mod errors;
 mod http;
 

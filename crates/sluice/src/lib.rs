@@ -18,6 +18,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod registry;
 mod runtime;
 

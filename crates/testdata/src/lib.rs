@@ -4,5 +4,7 @@
 //! range can be verified without a copy. `npz`: NumPy `.npz` files and DLIO-style records.
 //! Kept out of `sluice-core`, which a reader links: it needs neither, nor `zip`.
 
+#![forbid(unsafe_code)]
+
 pub mod npz;
 pub mod pattern;

@@ -15,6 +15,8 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod faults;
 pub mod hostile;
 mod s3;
