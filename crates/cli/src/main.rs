@@ -4,7 +4,6 @@ mod bench;
 mod objects;
 mod outdir;
 mod output;
-mod plot;
 mod rusage;
 mod serve;
 

@@ -2,7 +2,8 @@
 
 use crate::StoreArgs;
 use crate::outdir::{self, Target};
-use crate::output::{Failure, mb_per_s, process_cpu_seconds, progress};
+use crate::output::{Failure, cpu_s_per_gb, mb_per_s, progress};
+use crate::rusage;
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
@@ -196,7 +197,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
             memory_budget: budget,
             ..Default::default()
         };
-        let cpu0 = process_cpu_seconds();
+        let cpu0 = rusage::this_process();
         let mut loader = Loader::new(store.clone(), &dataset, opts)?;
         while let Some(obj) = loader.next().await {
             let obj = obj?;
@@ -226,8 +227,8 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         }
         let s = loader.stats();
         let cpu = cpu0
-            .zip(process_cpu_seconds())
-            .map(|(a, b)| (b - a) / (s.bytes as f64 / 1e9).max(1e-9));
+            .zip(rusage::this_process())
+            .map(|(a, b)| cpu_s_per_gb(b - a, s.bytes));
         epochs.push((s, cpu));
     }
     pb.finish_and_clear();
@@ -344,7 +345,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 24)]
     count: usize,
     /// Size of each record (bytes, or 140MiB); unet3d's mean is 146600628
-    #[arg(long, default_value = "146600628", value_parser = crate::serve::parse_size)]
+    #[arg(long, default_value = crate::serve::UNET3D_RECORD_SIZE, value_parser = crate::serve::parse_size)]
     size: u64,
     /// Uploads in flight
     #[arg(short = 'j', long, default_value_t = 4)]

@@ -44,9 +44,23 @@ impl From<Error> for Failure {
     }
 }
 
-/// Decimal megabytes per second, as storage vendors and MLPerf quote them.
+/// Bytes in a decimal megabyte and gigabyte, as storage vendors and MLPerf quote rates.
+pub const MB: f64 = 1e6;
+pub const GB: f64 = 1e9;
+
+/// Decimal megabytes per second.
 pub fn mb_per_s(bytes: u64, elapsed: Duration) -> f64 {
-    bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9)
+    mb_per_sec(bytes, elapsed.as_secs_f64())
+}
+
+/// Decimal megabytes per second over `secs` seconds (an instant counts as a nanosecond).
+pub fn mb_per_sec(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / MB / secs.max(1e-9)
+}
+
+/// CPU seconds per decimal gigabyte moved.
+pub fn cpu_s_per_gb(cpu_seconds: f64, bytes: u64) -> f64 {
+    cpu_seconds / (bytes as f64 / GB).max(1e-9)
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal or with --json).
@@ -62,15 +76,4 @@ pub fn progress(total: u64, bytes: bool, hidden: bool) -> indicatif::ProgressBar
     };
     pb.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
     pb
-}
-
-/// CPU seconds this process has used (user + system), from /proc/self/stat; `None` where
-/// that file does not exist. Clock ticks are 100 per second on Linux's supported platforms.
-pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let utime: f64 = fields.next()?.parse().ok()?;
-    let stime: f64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) / 100.0)
 }

@@ -34,12 +34,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0)]
     populate: usize,
     /// Size of each populated object (bytes, or 16MiB, 1GiB)
-    #[arg(long, default_value = "146600628", value_parser = parse_size)]
+    #[arg(long, default_value = UNET3D_RECORD_SIZE, value_parser = parse_size)]
     object_size: u64,
     /// Key prefix of populated objects
     #[arg(long, default_value = "bench/")]
     prefix: String,
 }
+
+/// The mean record size of MLPerf Storage's unet3d workload (bytes): the default object
+/// size wherever the CLI generates or serves a dataset.
+pub const UNET3D_RECORD_SIZE: &str = "146600628";
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
     sluice_core::config::parse_size(s).map_err(str::to_owned)

@@ -1,6 +1,6 @@
 //! The bench's SVG: aggregate throughput by reader shape, one bar per client.
 
-use crate::bench::Row;
+use super::report::Row;
 use plotters::prelude::*;
 use std::path::Path;
 
