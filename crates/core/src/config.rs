@@ -51,25 +51,48 @@ impl Default for Timeouts {
     }
 }
 
+/// Everything a backend needs to reach a store: where (endpoint, region, addressing), as
+/// whom (credentials), and the policy of every request (timeouts, retries, multipart sizes,
+/// connections). `from_env` resolves it as the AWS CLI and SDKs do (variables and defaults
+/// in the `config` module's table); `new` gives the defaults for a known endpoint. Front
+/// ends may then override single settings (`set_region`, `set_endpoint`). `Debug` never
+/// shows a secret.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// `None`: AWS's regional endpoint.
+    /// The S3 endpoint (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`). `None`: AWS's regional
+    /// endpoint (see `endpoint_url`).
     pub endpoint: Option<Url>,
+    /// The region requests are signed for, and on AWS part of the endpoint's host name
+    /// (default `us-east-1`). `from_env` and `set_region` accept only what `check_region`
+    /// does.
     pub region: String,
+    /// Where signing credentials come from, cached until shortly before they expire;
+    /// `CredentialsCache::anonymous()` sends unsigned requests (public buckets).
     pub credentials: CredentialsCache,
     /// PEM file of extra trust roots (AWS_CA_BUNDLE).
     pub ca_bundle: Option<PathBuf>,
     /// `https://endpoint/bucket/key` rather than `https://bucket.endpoint/key`.
     pub path_style: bool,
+    /// Bounds on each network wait (`SLUICE_CONNECT_TIMEOUT`, `SLUICE_FIRST_BYTE_TIMEOUT`,
+    /// `SLUICE_STALL_TIMEOUT`).
     pub timeouts: Timeouts,
+    /// Attempts and backoff for every request (`SLUICE_MAX_ATTEMPTS`, else
+    /// `AWS_MAX_ATTEMPTS`; see `RetryPolicy::default` for the defaults and why).
     pub retry: RetryPolicy,
-    /// PUTs at or above this size are multipart uploads.
+    /// PUTs at or above this size, in bytes, are multipart uploads
+    /// (`SLUICE_MULTIPART_THRESHOLD`, default `DEFAULT_MULTIPART_THRESHOLD`).
     pub multipart_threshold: u64,
+    /// Bytes per part of a multipart upload, the last part shorter
+    /// (`SLUICE_MULTIPART_PART_SIZE`, default `DEFAULT_MULTIPART_PART_SIZE`). From the
+    /// environment it must be at least S3's 5 MiB minimum part size.
     pub multipart_part_size: u64,
     /// Use HTTP/2 (when the server offers it by ALPN); HTTP/1.1 otherwise.
     pub http2: bool,
-    /// Upper bound on open connections (and so on requests in flight) per client.
+    /// Upper bound on open connections (and so on requests in flight) per client
+    /// (`SLUICE_MAX_CONNECTIONS`, default 64).
     pub max_connections: usize,
+    /// End-to-end checksums on upload and download; off by default (see `Checksums` for
+    /// why), and only the awssdk backend computes them.
     pub checksums: Checksums,
 }
 
@@ -89,10 +112,14 @@ pub struct Checksums {
     pub on_download: bool,
 }
 
+/// The region when neither the environment (`AWS_REGION`, `AWS_DEFAULT_REGION`) nor the
+/// `AWS_PROFILE` profile names one.
 pub const DEFAULT_REGION: &str = "us-east-1";
 /// S3's smallest allowed part (except the last) is 5 MiB; 16 MiB keeps a 140 MiB object to
 /// nine parts while each part still streams at full speed.
 pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 16 * 1024 * 1024;
+/// Bytes per multipart part unless configured: 16 MiB, for the reasons given at
+/// `DEFAULT_MULTIPART_THRESHOLD`.
 pub const DEFAULT_MULTIPART_PART_SIZE: u64 = 16 * 1024 * 1024;
 const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 
@@ -236,8 +263,6 @@ impl StoreConfig {
         Ok(cfg)
     }
 
-    /// Points at `url`, given by `option` (a flag or argument name, for errors), with
-    /// path-style addressing as for any custom endpoint.
     /// Sets the region from `option` (a CLI flag, a Python argument), checked as
     /// `check_region` does.
     pub fn set_region(&mut self, option: &str, region: &str) -> Result<()> {
@@ -246,6 +271,10 @@ impl StoreConfig {
         Ok(())
     }
 
+    /// Points at `url`, given by `option` (a flag or argument name, for errors), with
+    /// path-style addressing as for any custom endpoint. A URL that is not `http://` or
+    /// `https://` with a host, or that carries a user name or password, is an
+    /// `InvalidConfig` error naming `option` (and never echoing the password).
     pub fn set_endpoint(&mut self, option: &str, url: &str) -> Result<()> {
         self.endpoint = Some(parse_endpoint(option, url)?);
         self.path_style = true;

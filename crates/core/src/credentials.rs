@@ -13,6 +13,10 @@ use tokio::sync::RwLock;
 /// Refresh this long before expiry, so a request signed now is still valid when it lands.
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
+/// Where a store's credentials come from (none, for anonymous access, or an aws-config
+/// provider), with the last credentials resolved kept until five minutes before they
+/// expire. Clones share the cache. Every secret it hands out is registered for scrubbing
+/// from error messages, and `Debug` shows only the kind of source.
 #[derive(Clone)]
 pub struct CredentialsCache {
     source: Source,
@@ -27,6 +31,7 @@ enum Source {
 }
 
 impl CredentialsCache {
+    /// No credentials: requests are sent unsigned (public buckets); `get` returns `None`.
     pub fn anonymous() -> Self {
         Self {
             source: Source::Anonymous,
@@ -34,6 +39,9 @@ impl CredentialsCache {
         }
     }
 
+    /// Fixed credentials (an access key, its secret, and a session token for temporary
+    /// ones), as `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` give
+    /// them. They never expire here: a session token that does is not refreshed.
     pub fn from_static(
         access_key_id: &str,
         secret_access_key: &str,

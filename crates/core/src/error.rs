@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+/// The result of every fallible sluice call; the error is `Error` unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Boxed source error kept for `std::error::Error::source` chains.
@@ -29,68 +30,142 @@ impl std::fmt::Display for TimeoutPhase {
     }
 }
 
+/// Every error sluice returns, by kind rather than by client stack: each backend maps its
+/// library's errors to these variants (by type, HTTP status and S3 code), so callers and the
+/// retry policy treat a failure the same whichever backend met it. `is_retryable` says which
+/// kinds are transient. Text that came from a server or a library is passed through `scrub`,
+/// so no message carries a secret.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The object, bucket or file does not exist (HTTP 404, `NoSuchKey`, `NoSuchBucket`, or
+    /// `ENOENT`). Final: never retried.
     #[error("{uri}: not found ({code})")]
-    NotFound { uri: String, code: String },
+    NotFound {
+        /// What was asked for.
+        uri: String,
+        /// The S3 error code (`NoSuchKey`, `NoSuchBucket`, `NotFound` for a HEAD, which has
+        /// no body), or `ENOENT` for a file.
+        code: String,
+    },
 
+    /// The request was refused (HTTP 401 or 403), no usable credentials were found, or a
+    /// file could not be opened. Final: never retried.
     #[error("{uri}: permission denied: {}{code}: {message}", http_status(*status))]
     PermissionDenied {
-        /// 0 when no request was sent (no usable credentials).
+        /// What was asked for (or, with no credentials, what they were needed for).
         uri: String,
+        /// The HTTP status; 0 when no request was sent (no usable credentials, or a file).
         status: u16,
+        /// The S3 error code (`AccessDenied`, `SignatureDoesNotMatch`, ...), `NoCredentials`
+        /// when no credential source answered, or `EACCES` for a file.
         code: String,
+        /// The server's message (scrubbed of secrets), or what failed locally.
         message: String,
     },
 
+    /// A string that is not an `s3://`, `file://` or `direct://` URI, or whose bucket name or
+    /// key S3 would refuse (see `ObjectUri::parse`).
     #[error("invalid URI {uri:?}: {reason}")]
-    InvalidUri { uri: String, reason: String },
+    InvalidUri {
+        /// The string as given.
+        uri: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
+    /// A setting or argument was refused (a malformed value, one outside S3's limits), or a
+    /// call was made that an object no longer takes (a writer after `finish` or `abort`).
     #[error("invalid configuration {option}: {reason}")]
-    InvalidConfig { option: String, reason: String },
+    InvalidConfig {
+        /// What to fix: the environment variable (`AWS_REGION`), flag or argument
+        /// (`--endpoint`, `part_size`) at fault, or `writer for <uri>`.
+        option: String,
+        /// Why it was refused.
+        reason: String,
+    },
 
+    /// A network wait ran out (see `Timeouts`). Retryable; a stalled body is resumed from
+    /// the bytes already received.
     #[error("{uri}: {phase} timeout after {after:?}")]
     Timeout {
+        /// The object being read or written.
         uri: String,
+        /// Which wait ran out.
         phase: TimeoutPhase,
+        /// The limit that elapsed.
         after: Duration,
     },
 
+    /// The exchange failed below the S3 protocol: a refused or reset connection, a TLS
+    /// failure, a body that ended before its Content-Length, an unusable reply. Retryable.
     #[error("{uri}: transport error: {message}")]
     Transport {
+        /// The object or listing the request was for.
         uri: String,
+        /// The error and its causes on one line (`error_chain`), scrubbed of secrets.
         message: String,
+        /// The underlying error, for `source()` chains and classification by type
+        /// (`find_source`); `None` when only text was available.
         #[source]
         source: Option<BoxError>,
     },
 
+    /// Any other error reply from the service. Retryable when `is_retryable` says so
+    /// (408, 429, 5xx and the throttling codes); final otherwise (400, 412, 416, ...).
     #[error("{uri}: HTTP {status} {code}: {message}{}", request_id.as_deref().map(|r| format!(" (request id {r})")).unwrap_or_default())]
     Service {
+        /// The object, bucket or listing the request was for.
         uri: String,
+        /// The HTTP status.
         status: u16,
+        /// The S3 error code from the `<Error>` body, or a stand-in named after the status
+        /// when there was none (`HTTP500`; `SlowDown` for a bodiless 503).
         code: String,
+        /// The server's message, scrubbed of secrets and at most `MAX_SERVER_TEXT` bytes.
         message: String,
+        /// S3's request id (from the body, else `x-amz-request-id`), for the store's
+        /// operators.
         request_id: Option<String>,
     },
 
+    /// The bytes cannot be trusted: a reply that does not answer exactly the range asked,
+    /// a body longer than its destination, an object that changed while being read (another
+    /// ETag, or a 412 on a pinned resume), a listing that repeats itself, a multipart upload
+    /// whose completion cannot be confirmed, a task that panicked. Never retried: repeating
+    /// the request could splice two versions of an object.
     #[error("{uri}: integrity check failed: {reason}")]
-    Integrity { uri: String, reason: String },
+    Integrity {
+        /// The object (or listing) at fault.
+        uri: String,
+        /// What did not hold.
+        reason: String,
+    },
 
+    /// The operation was abandoned before its request was sent: the loader it belonged to
+    /// could no longer hand out a request permit (its limit was closed).
     #[error("{uri}: cancelled")]
-    Cancelled { uri: String },
+    Cancelled {
+        /// The object that was not read.
+        uri: String,
+    },
 
     /// A local file system call failed (`file://`, `direct://`).
     #[error("{uri}: {op}: {source}")]
     Io {
+        /// The file's URI.
         uri: String,
+        /// The call that failed (`open`, `stat`, `read`, ...).
         op: &'static str,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
 }
 
 impl Error {
+    /// A `Transport` error about `uri` with no underlying error value; `message` is
+    /// scrubbed of secrets.
     pub fn transport(uri: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Transport {
             uri: uri.into(),
@@ -99,6 +174,8 @@ impl Error {
         }
     }
 
+    /// A `Transport` error about `uri` caused by `source`, whose whole chain becomes the
+    /// (scrubbed) message and which stays reachable through `source()`.
     pub fn transport_with(uri: impl Into<String>, source: impl Into<BoxError>) -> Self {
         let source = source.into();
         Error::Transport {
@@ -108,6 +185,8 @@ impl Error {
         }
     }
 
+    /// An `InvalidConfig` error: `option` (a variable, flag or argument name) was refused
+    /// for `reason`.
     pub fn config(option: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::InvalidConfig {
             option: option.into(),
@@ -115,6 +194,7 @@ impl Error {
         }
     }
 
+    /// An `Integrity` error about `uri`: `reason` says what did not hold.
     pub fn integrity(uri: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Integrity {
             uri: uri.into(),

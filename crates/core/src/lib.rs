@@ -5,6 +5,8 @@
 //! AWS environment, the error type, retry classification and backoff, resumption of
 //! interrupted bodies, range planning and zero-copy assembly of ranged reads.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod credentials;
 pub mod error;

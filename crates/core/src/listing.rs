@@ -9,7 +9,10 @@ use futures::{Future, StreamExt};
 /// One page of a listing and where the next one starts.
 #[derive(Debug)]
 pub struct ListPage {
+    /// The page's objects and common prefixes, in the order the server sent them.
     pub entries: Vec<ListEntry>,
+    /// The continuation token of the next page; `None` on the last page (`new` drops a
+    /// token sent with a page that is not truncated).
     pub next_token: Option<String>,
     /// What is being listed, for errors about the sequence of pages.
     subject: String,

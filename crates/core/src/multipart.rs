@@ -24,6 +24,7 @@ pub const PART_CONCURRENCY: usize = 4;
 pub trait MultipartApi: Send + Sync + 'static {
     /// One PUT of a whole object. Returns its ETag.
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>>;
+    /// CreateMultipartUpload. Returns the upload id every later call of the upload names.
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String>;
     /// Returns the ETag the response carried; `upload` turns a missing one into an error.
     async fn upload_part(
@@ -40,6 +41,8 @@ pub trait MultipartApi: Send + Sync + 'static {
         upload_id: &str,
         parts: &[(u32, String)],
     ) -> Result<Option<String>>;
+    /// AbortMultipartUpload: deletes the parts uploaded so far, which would otherwise be
+    /// kept (and billed) by the store.
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()>;
     /// HEAD of the object: tells a Complete that was applied but whose answer was lost
     /// from one that never happened.
@@ -284,6 +287,9 @@ impl std::fmt::Debug for MultipartWriter {
 }
 
 impl MultipartWriter {
+    /// A writer of `uri` through `api`, each request retried under `policy`, parts cut and
+    /// sent as `opts` says. Nothing is sent until the first part is full. Errors if `opts`
+    /// is outside S3's limits (`WriteOptions::validate`).
     pub fn new(
         api: Arc<dyn MultipartApi>,
         policy: RetryPolicy,

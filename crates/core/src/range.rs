@@ -36,6 +36,7 @@ impl ByteRange {
         Self { start, end: None }
     }
 
+    /// The first byte's offset in the object.
     pub fn start(&self) -> u64 {
         self.start
     }
@@ -45,6 +46,8 @@ impl ByteRange {
         self.end
     }
 
+    /// Bytes in the range; `None` for an open-ended `start..`, whose length depends on the
+    /// object.
     pub fn len(&self) -> Option<u64> {
         self.end.map(|e| e - self.start)
     }

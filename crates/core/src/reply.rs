@@ -14,10 +14,13 @@ pub const MAX_ERROR_BODY: usize = 64 * 1024;
 #[derive(Debug, Deserialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase")]
 pub struct ErrorDoc {
+    /// `Code`: the machine-readable error (`NoSuchKey`, `SlowDown`, ...); empty if absent.
     #[serde(default)]
     pub code: String,
+    /// `Message`: the server's explanation for people; empty if absent.
     #[serde(default)]
     pub message: String,
+    /// `RequestId`: what the store's operators need to find the request in their logs.
     pub request_id: Option<String>,
 }
 

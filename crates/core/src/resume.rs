@@ -15,7 +15,10 @@ use std::time::Duration;
 /// One HTTP GET to make.
 #[derive(Debug, Clone)]
 pub struct GetRequest<'a> {
+    /// The object to read.
     pub uri: &'a ObjectUri,
+    /// The bytes to ask for (the `Range` header, `ByteRange::to_header`); `None`: the whole
+    /// object. On resumption, what is still missing of the range first asked.
     pub range: Option<ByteRange>,
     /// Set on resumption: the object must still be the one whose first bytes we hold.
     pub if_match: Option<&'a str>,
@@ -28,6 +31,8 @@ pub struct ResponseHead {
     pub content_length: u64,
     /// The whole object's size: from Content-Range on a 206, Content-Length on a 200.
     pub object_size: Option<u64>,
+    /// The version served (the ETag header, as sent); pins every later request for the
+    /// same read.
     pub etag: Option<String>,
 }
 
@@ -141,6 +146,8 @@ pub struct BodySink<'a> {
 }
 
 impl<'a> BodySink<'a> {
+    /// A sink writing the response to a request for `uri` into `seg`, after whatever `seg`
+    /// already holds.
     pub fn new(uri: &'a ObjectUri, seg: &'a mut Segment) -> Self {
         Self {
             uri,
@@ -165,6 +172,7 @@ impl<'a> BodySink<'a> {
             .map_err(|e| Error::integrity(self.uri.to_string(), e.to_string()))
     }
 
+    /// The head recorded by `begin`; `None` until a response head arrived.
     pub fn head(&self) -> Option<&ResponseHead> {
         self.head.as_ref()
     }
@@ -218,6 +226,8 @@ impl<'a> BodySink<'a> {
 /// retryable `Transport`) if the body ends before `content_length` bytes.
 #[async_trait]
 pub trait GetAttempt: Send + Sync {
+    /// Makes one attempt at `req`, writing its answer into `sink` as described above. An
+    /// error reply (4xx, 5xx) is returned as the `Error` it maps to, before `sink.begin`.
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()>;
 }
 

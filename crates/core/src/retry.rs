@@ -8,6 +8,11 @@ use crate::error::{Error, Result};
 use std::future::Future;
 use std::time::Duration;
 
+/// How often and how patiently a request is repeated: at most `max_attempts` in all, with
+/// a jittered exponential wait before each retry (`backoff`). Only errors that
+/// `Error::is_retryable` calls transient are repeated (`may_retry`); the same budget covers
+/// resuming a broken body. Default: 10 attempts, waits from 50 ms doubling to a 5 s cap
+/// (the `Default` impl says why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts in total, the first included (AWS_MAX_ATTEMPTS semantics). At least 1.

@@ -12,14 +12,32 @@ use bytes::{Bytes, BytesMut};
 /// match what the segment expects. The caller turns this into `Error::Integrity` with its URI.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SegmentError {
+    /// A write would have run past the end of a fixed segment; nothing of it was written.
     #[error("received more bytes than expected ({got} > {expected})")]
-    Overflow { expected: usize, got: usize },
+    Overflow {
+        /// The segment's fixed length.
+        expected: usize,
+        /// The length the write would have reached.
+        got: usize,
+    },
+    /// A response declares a body length other than what a fixed segment has left to fill,
+    /// or more than this machine can address (for a growable one).
     #[error("response declares {declared} bytes but {remaining} remain to fill")]
-    LengthMismatch { declared: u64, remaining: usize },
+    LengthMismatch {
+        /// Body bytes the response declares (its Content-Length).
+        declared: u64,
+        /// Bytes the segment still expects; `usize::MAX` when the declared length does not
+        /// fit in a `usize`.
+        remaining: usize,
+    },
+    /// A fixed segment was frozen or joined before it was full.
     #[error("segment {index} holds {got} of its {expected} bytes")]
     Incomplete {
+        /// Its position among the segments joined (0 for one frozen alone).
         index: usize,
+        /// Its fixed length.
         expected: usize,
+        /// Bytes written into it.
         got: usize,
     },
 }
@@ -80,10 +98,12 @@ impl Segment {
         }
     }
 
+    /// Bytes written so far.
     pub fn written(&self) -> usize {
         self.buf.len()
     }
 
+    /// The fixed length; `None` for a growable segment.
     pub fn expected_len(&self) -> Option<usize> {
         self.expected
     }
@@ -93,6 +113,7 @@ impl Segment {
         self.expected.map(|e| e - self.buf.len())
     }
 
+    /// Whether it can be frozen: a fixed segment is full, a growable one always is.
     pub fn is_complete(&self) -> bool {
         self.expected.is_none_or(|e| e == self.buf.len())
     }

@@ -17,21 +17,28 @@ pub const MAX_OBJECT_SIZE: u64 = 5 << 40;
 /// What HEAD or a listing says about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {
+    /// The object.
     pub uri: ObjectUri,
+    /// Its size in bytes (at most `MAX_OBJECT_SIZE`).
     pub size: u64,
+    /// The version's ETag as the store sent it (S3 quotes it), when it sent one; give it as
+    /// `GetOptions::if_match` to read exactly this version.
     pub etag: Option<String>,
+    /// When the object was last written, when the store said.
     pub last_modified: Option<SystemTime>,
 }
 
 /// One entry of a listing: an object, or (with a delimiter) a common prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListEntry {
+    /// An object, with what the listing says about it (no HEAD needed).
     Object(ObjectMeta),
     /// A "directory": every key under `uri` (ending with the delimiter).
     Prefix(ObjectUri),
 }
 
 impl ListEntry {
+    /// The object's URI, or the prefix's.
     pub fn uri(&self) -> &ObjectUri {
         match self {
             ListEntry::Object(m) => &m.uri,
@@ -47,6 +54,8 @@ pub struct GetInfo {
     pub bytes: u64,
     /// The whole object's size, when the response said (Content-Range or Content-Length).
     pub object_size: Option<u64>,
+    /// The version read: the pinned `GetOptions::if_match`, else the first response's ETag
+    /// (every resumption was pinned to it).
     pub etag: Option<String>,
     /// HTTP requests it took (1 unless retried or resumed).
     pub attempts: u32,
@@ -64,6 +73,7 @@ pub struct GetOptions {
 }
 
 impl GetOptions {
+    /// `range` of whichever version the store serves (no `If-Match` pin).
     pub fn range(range: Option<ByteRange>) -> Self {
         Self {
             range,
@@ -92,18 +102,29 @@ impl From<&'static [u8]> for PutPayload {
     }
 }
 
+/// What a whole-object upload (`ObjectStore::put`) wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutInfo {
+    /// The new object's ETag, when the store returned one.
     pub etag: Option<String>,
     /// Number of parts when uploaded as multipart; `None` for a single PUT.
     pub parts: Option<usize>,
 }
 
+/// One async interface to every store: the S3 backends (each client stack, through
+/// `S3Store`) and the file system (`file://`, `direct://`). The loader and the front ends
+/// reach storage only through `Arc<dyn ObjectStore>`.
+///
+/// A caller makes each call once: implementations retry transient failures under the
+/// configured `RetryPolicy`, resume broken bodies pinned to one version, and split large
+/// uploads into parts. Failures are `Error` kinds, the same whichever backend met them.
 #[async_trait]
 pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// The backend's name as `S3_BACKEND` spells it.
     fn backend(&self) -> &'static str;
 
+    /// The object's size, ETag and modification time, without its body (a HEAD request).
+    /// A missing object is `Error::NotFound`.
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
 
     /// Streams the object, or `opts.range` of it, into `dst`; returns what was written. Each
@@ -143,6 +164,7 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// Uploads `data`; multipart at or above the configured threshold.
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo>;
 
+    /// Deletes the object. Deleting one that does not exist succeeds, as on S3.
     async fn delete(&self, uri: &ObjectUri) -> Result<()>;
 
     /// A streaming upload of `uri`: bytes are sent in parts as they are written, with

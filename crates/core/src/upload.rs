@@ -58,9 +58,11 @@ impl WriteOptions {
 /// What a finished upload wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteInfo {
+    /// Bytes written: the object's size.
     pub total_bytes: u64,
     /// Parts uploaded (1 for an object sent in one request).
     pub parts: u32,
+    /// The new object's ETag, when the store returned one.
     pub etag: Option<String>,
 }
 
@@ -81,9 +83,14 @@ pub trait ObjectWriter: Send + Sync + std::fmt::Debug {
 /// Where a writer is in its life; every call after the first three checks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriterState {
+    /// Takes `write`, `finish` and `abort`.
     Open,
+    /// `finish` succeeded: the object is visible.
     Finished,
+    /// `abort` was called: what was written is discarded.
     Aborted,
+    /// A call failed, or its future was dropped part-way: bytes may be missing, so the
+    /// object must never be completed.
     Failed,
 }
 

@@ -41,6 +41,10 @@ pub struct ObjectUri {
 }
 
 impl ObjectUri {
+    /// Parses `s3://bucket/key`, `file://path` or `direct://path`. Errors
+    /// (`Error::InvalidUri`, quoting `s`) for an empty string, another or no scheme, an
+    /// empty path, a path with NUL, a bucket name S3 would refuse, or a key longer than
+    /// S3's 1024 bytes.
     pub fn parse(s: &str) -> Result<Self> {
         let invalid = |reason: &str| Error::InvalidUri {
             uri: s.to_owned(),
@@ -92,6 +96,7 @@ impl ObjectUri {
         Self::parse(&format!("s3://{bucket}/{key}"))
     }
 
+    /// Which kind of store serves it.
     pub fn scheme(&self) -> Scheme {
         self.scheme
     }
@@ -101,6 +106,7 @@ impl ObjectUri {
         &self.bucket
     }
 
+    /// The object key (for `s3://`, possibly empty: the whole bucket), or the file's path.
     pub fn key(&self) -> &str {
         &self.key
     }

@@ -52,10 +52,18 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
 
 /// A backend whose wire is built from configuration alone, so `S3Store::new(cfg)` makes it.
 pub trait WireFromConfig: Wire + Sized {
+    /// Builds the wire (its client, connection pool, TLS roots) for `cfg`; errors when
+    /// `cfg` cannot be used (an unreadable CA bundle, say).
     fn from_config(cfg: StoreConfig) -> Result<Self>;
 }
 
-/// An `ObjectStore` over any `Wire`: the one implementation of request policy.
+/// An `ObjectStore` over any `Wire`: the one implementation of request policy. Each
+/// operation is retried under the configuration's `retry` policy; GETs are resumed from the
+/// first missing byte and pinned to one version by ETag (`get_with_resume`); PUTs at or
+/// above `multipart_threshold` become multipart uploads that are aborted on failure;
+/// listings are paged (`paginate`); and at most `max_connections` requests are in flight,
+/// each holding its permit until its body has been read. Clones share the wire and the
+/// limit.
 #[derive(Debug)]
 pub struct S3Store<W> {
     inner: Arc<Limited<W>>,
@@ -70,6 +78,7 @@ impl<W> Clone for S3Store<W> {
 }
 
 impl<W: WireFromConfig> S3Store<W> {
+    /// Builds the wire from `cfg` and the store over it.
     pub fn new(cfg: StoreConfig) -> Result<Self> {
         Ok(Self::over(W::from_config(cfg)?))
     }
@@ -89,6 +98,8 @@ impl<W: Wire> S3Store<W> {
         }
     }
 
+    /// The wire underneath, for calls the `ObjectStore` interface does not offer (tests
+    /// script faults through it).
     pub fn wire(&self) -> &W {
         &self.inner.wire
     }

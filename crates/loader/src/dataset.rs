@@ -8,8 +8,13 @@ use sluice_core::{ListEntry, ObjectStore, ObjectUri, Result};
 /// listing's `etag`, which pins every request for the object to the version listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
+    /// The object.
     pub uri: ObjectUri,
+    /// Its size in bytes, when known. `None`: learned by a HEAD when the loader has a memory
+    /// budget, else from the first response.
     pub size: Option<u64>,
+    /// The version to read. `None`: whichever version the first response serves, which
+    /// then pins the rest of the read.
     pub etag: Option<String>,
 }
 
@@ -24,6 +29,9 @@ impl Item {
     }
 }
 
+/// What a loader reads: a list of objects in a fixed order, which each loader then
+/// shuffles (per epoch) and deals out among readers (see `plan_indices`). Every reader
+/// must build it in the same order for the shards to be disjoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dataset {
     items: Vec<Item>,
@@ -63,29 +71,40 @@ impl Dataset {
         Ok(Self { items })
     }
 
+    /// From items as given, with whatever sizes and versions the caller already knows.
     pub fn from_items(items: Vec<Item>) -> Self {
         Self { items }
     }
 
+    /// The items, in dataset order.
     pub fn items(&self) -> &[Item] {
         &self.items
     }
 
+    /// Number of items.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether there are no items.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 }
 
-/// Which part of the dataset this reader takes, and in what order.
+/// Which part of the dataset this reader takes: the dataset is cut into
+/// `world_size × num_workers` disjoint shards, dealt round-robin after the shuffle, as
+/// PyTorch's `DistributedSampler` does (see `plan_indices`). Default: one reader, all of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sharding {
+    /// This process's rank in distributed training, below `world_size`.
     pub rank: usize,
+    /// Ranks reading the dataset; at least 1.
     pub world_size: usize,
+    /// This reader's worker (a data-loader worker process) within its rank, below
+    /// `num_workers`.
     pub worker_id: usize,
+    /// Workers per rank; at least 1.
     pub num_workers: usize,
 }
 
@@ -101,6 +120,8 @@ impl Default for Sharding {
 }
 
 impl Sharding {
+    /// Checks that `world_size` and `num_workers` are at least 1 and that `rank` and
+    /// `worker_id` are below them; the error names the field at fault.
     pub fn validate(&self) -> Result<()> {
         let bad = |option: &str, reason: String| Err(sluice_core::Error::config(option, reason));
         if self.world_size == 0 {

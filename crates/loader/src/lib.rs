@@ -13,6 +13,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod dataset;
 mod fetch;
 mod hugepages;

@@ -18,15 +18,18 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::task::AbortOnDropHandle;
 
+/// The order in which a `Loader` delivers objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
     /// As objects finish: the fastest delivery.
     #[default]
     Completion,
-    /// In dataset (after shuffle) order.
+    /// In dataset (after shuffle) order: a finished object waits for those before it,
+    /// keeping its prefetch slot, so one slow object can hold back the whole window.
     Input,
 }
 
+/// What a `Loader` does with an object that cannot be read (after the store's retries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
     /// The first object that fails (after retries) ends the stream with its error.
@@ -44,6 +47,8 @@ pub enum OnError {
 /// per-request overhead (signing ~12 µs, one round trip) under 1% of the transfer. Objects
 /// below 32 MiB gain little from splitting and pay the extra requests.
 pub const DEFAULT_RANGE_THRESHOLD: u64 = 32 << 20;
+/// Bytes per ranged GET by default: 8 MiB (the measurements and the reasoning are at
+/// `DEFAULT_RANGE_THRESHOLD`).
 pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 
 /// Bytes of objects in flight by default. A first pass (every DLIO epoch: it starts new
@@ -58,22 +63,37 @@ pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 /// latency busy. The cost: objects named without a size are sized by a HEAD each.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
 
+/// How a `Loader` reads: which objects and in what order (sharding, shuffle, epoch), how
+/// much at once (objects, requests, bytes), how large objects are cut into ranges, and what
+/// a failure does. `Default` holds the measured defaults, explained at each constant;
+/// `Loader::new` checks the options with `validate`.
 #[derive(Debug, Clone)]
 pub struct LoaderOptions {
-    /// Objects fetched or waiting for the consumer at once.
+    /// Objects fetched or waiting for the consumer at once (default 16); at least 1.
     pub prefetch: usize,
+    /// The order objects are delivered in (default `Order::Completion`).
     pub order: Order,
-    /// Shuffle with this seed; a new permutation per `epoch`.
+    /// Shuffle with this seed; a new permutation per `epoch`. `None` (default): dataset
+    /// order.
     pub shuffle_seed: Option<u64>,
+    /// The epoch number (default 0). With `shuffle_seed`, it picks the permutation, the same
+    /// on every rank and worker, so their shards stay disjoint.
     pub epoch: u64,
+    /// Which share of the dataset this reader takes (default: all of it).
     pub sharding: Sharding,
+    /// Objects of at least this many bytes are read as parallel ranged GETs (default
+    /// `DEFAULT_RANGE_THRESHOLD`); `RangePlanner::NEVER` reads every object with one GET.
     pub range_threshold: u64,
+    /// Bytes per ranged GET, the last range shorter (default `DEFAULT_CHUNK_SIZE`); at
+    /// least 1.
     pub chunk_size: u64,
-    /// HTTP requests in flight across all objects.
+    /// HTTP requests in flight across all objects, the HEADs that size objects included
+    /// (default 64); at least 1.
     pub max_requests: usize,
     /// Bytes of objects in flight (fetching or undelivered); `None`: only `prefetch` bounds.
     /// Default `DEFAULT_MEMORY_BUDGET`.
     pub memory_budget: Option<u64>,
+    /// What a failed object does to the stream (default `OnError::FailFast`).
     pub on_error: OnError,
     /// Buffers to reuse. `None`: the process's pool for this window (`BufferPool::shared`),
     /// so the loaders of successive epochs share memory and the second epoch touches no
@@ -100,6 +120,9 @@ impl Default for LoaderOptions {
 }
 
 impl LoaderOptions {
+    /// Refuses options a loader cannot run with, naming the one at fault: a zero
+    /// `prefetch`, `chunk_size`, `max_requests` or `memory_budget`, or an invalid
+    /// `sharding` (`Sharding::validate`).
     pub fn validate(&self) -> Result<()> {
         let bad = |option: &str, reason: &str| Err(Error::config(option, reason));
         if self.prefetch == 0 {
@@ -122,7 +145,9 @@ impl LoaderOptions {
 /// last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct Object {
+    /// The object read.
     pub uri: ObjectUri,
+    /// All of its bytes, of one version.
     pub data: Bytes,
 }
 
@@ -138,6 +163,16 @@ struct Delivery {
 /// Memory permits count 64 KiB units so any object size fits a `u32` permit count.
 const MEMORY_UNIT: u64 = 64 * 1024;
 
+/// Reads this reader's shard of a dataset on the current tokio runtime, keeping up to
+/// `prefetch` objects in flight, and hands them to the consumer (`next`, `collect_batch`)
+/// in the chosen `Order`. Work is bounded three ways: objects (`prefetch`), HTTP requests
+/// (`max_requests`) and bytes (`memory_budget`, reserved for whole objects in dataset order
+/// so the loader cannot deadlock). Large objects are read as parallel ranges into one
+/// buffer from a pool shared across epochs; every object delivered is whole and of one
+/// version.
+///
+/// A loader reads one epoch: make one per epoch (with `LoaderOptions::epoch` set).
+/// Dropping it aborts every fetch in flight.
 #[derive(Debug)]
 pub struct Loader {
     rx: mpsc::Receiver<Delivery>,
@@ -196,6 +231,7 @@ impl Loader {
         self.len
     }
 
+    /// Whether this loader's shard has no objects.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -229,6 +265,7 @@ impl Loader {
         }
     }
 
+    /// What the loader has done so far: counts, throughput, latencies (see `StatsSnapshot`).
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
     }

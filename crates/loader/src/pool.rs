@@ -6,6 +6,12 @@ use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+/// Buffers kept for reuse across objects and epochs, so that an object's bytes land in
+/// memory the process has already touched. A fetch takes a buffer (`try_take`), and the
+/// bytes it delivers (`share`) hand their memory back here when the last handle to them is
+/// dropped. Idle memory is bounded by a buffer count and a byte cap (see `new`). Loaders
+/// with the same prefetch window and budget share one pool per process by default
+/// (`shared`).
 #[derive(Debug)]
 pub struct BufferPool {
     state: Mutex<State>,

@@ -5,6 +5,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// A loader's running counters, updated by its fetch tasks and by the consumer's calls;
+/// `snapshot` reads them (`Loader::stats`).
 #[derive(Debug)]
 pub struct Stats {
     started: Instant,
@@ -24,17 +26,31 @@ pub struct Stats {
 /// A point-in-time copy of `Stats`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatsSnapshot {
+    /// Objects fetched whole.
     pub objects: u64,
+    /// Bytes of those objects.
     pub bytes: u64,
+    /// From the loader's start to its last delivery (to now, before the first).
     pub elapsed: Duration,
+    /// `bytes` over `elapsed`, in decimal megabytes (10^6 bytes) per second.
     pub mb_per_s: f64,
+    /// GET requests of those objects: one per whole-object read, one per range. Retries
+    /// and the HEADs that size objects are not counted.
     pub requests: u64,
     /// Extra HTTP attempts beyond one per request (retries and resumptions).
     pub retries: u64,
+    /// Objects that could not be read (after retries), whether delivered as errors or
+    /// ending the stream.
     pub errors: u64,
+    /// Median time to fetch one object, from its admission (prefetch slot and memory held)
+    /// to its last byte; zero before any. Microsecond resolution.
     pub latency_p50: Duration,
+    /// 99th percentile of the same.
     pub latency_p99: Duration,
+    /// Median time between two consecutive non-empty batches returned by `collect_batch`
+    /// or `fill_batch`: the consumer's own work plus its wait for data. Zero before two.
     pub batch_gap_p50: Duration,
+    /// Longest such time.
     pub batch_gap_max: Duration,
 }
 
@@ -98,6 +114,7 @@ impl Stats {
         }
     }
 
+    /// The counters and percentiles as of now.
     pub fn snapshot(&self) -> StatsSnapshot {
         let end = self
             .last_delivery

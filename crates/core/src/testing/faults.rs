@@ -16,14 +16,23 @@ use std::sync::Mutex;
 /// The calls of a wire, as faults and counters name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// `head_object`.
     Head,
+    /// `get_attempt`.
     Get,
+    /// `list_page`.
     List,
+    /// `put_object`, a single PUT.
     Put,
+    /// `create_upload`.
     CreateUpload,
+    /// `upload_part`.
     UploadPart,
+    /// `complete_upload`.
     CompleteUpload,
+    /// `abort_upload`.
     AbortUpload,
+    /// `delete_once`.
     Delete,
 }
 
@@ -55,6 +64,7 @@ pub struct Faulty<W> {
 }
 
 impl<W> Faulty<W> {
+    /// `inner` with no faults scripted yet.
     pub fn new(inner: W) -> Self {
         Self {
             inner,
@@ -63,6 +73,7 @@ impl<W> Faulty<W> {
         }
     }
 
+    /// The wrapped wire (to insert objects, read its counters).
     pub fn inner(&self) -> &W {
         &self.inner
     }

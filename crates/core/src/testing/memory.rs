@@ -75,15 +75,20 @@ fn not_found(uri: &ObjectUri) -> Error {
 }
 
 impl MemoryWire {
+    /// An empty store configured by `cfg` (see `testing::config`): pages of 1000 entries,
+    /// no latency.
     pub fn new(cfg: StoreConfig) -> Self {
         Self::from_config(cfg).expect("a memory wire always builds")
     }
 
+    /// Listing pages of `n` entries (at least 1), to exercise pagination.
     pub fn with_page_size(mut self, n: usize) -> Self {
         self.page_size = n.max(1);
         self
     }
 
+    /// Each GET waits `latency` before answering, so that GETs overlap and
+    /// `peak_in_flight` shows how many ran at once.
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
         self
