@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod dataset;
+mod driver;
 mod fetch;
 mod hugepages;
 pub mod loader;

@@ -3,20 +3,16 @@
 //! bounded channel. Dropping the loader aborts the driver, whose task set aborts every fetch.
 
 use crate::dataset::{Dataset, Item, Sharding, plan_indices};
-use crate::fetch::{Fetched, Fetcher};
+use crate::driver::Driver;
+use crate::fetch::Fetcher;
 use crate::pool::BufferPool;
 use crate::stats::{Stats, StatsSnapshot};
 use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
 use sluice_core::{Error, ObjectStore, ObjectUri, RangePlanner, Result};
-use std::collections::BTreeMap;
 use std::num::NonZeroU64;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio::task::{JoinHandle, JoinSet};
-use tokio_util::task::AbortOnDropHandle;
+use tokio::task::JoinHandle;
 
 /// The order in which a `Loader` delivers objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -153,15 +149,12 @@ pub struct Object {
 
 /// An item travelling to the consumer with the slots it holds: they free up when the
 /// consumer takes it.
-struct Delivery {
-    item: Result<Object>,
+pub(crate) struct Delivery {
+    pub(crate) item: Result<Object>,
     /// `None` only for the error that ends a driver that failed itself.
-    _slot: Option<OwnedSemaphorePermit>,
-    _memory: Option<OwnedSemaphorePermit>,
+    pub(crate) _slot: Option<OwnedSemaphorePermit>,
+    pub(crate) _memory: Option<OwnedSemaphorePermit>,
 }
-
-/// Memory permits count 64 KiB units so any object size fits a `u32` permit count.
-const MEMORY_UNIT: u64 = 64 * 1024;
 
 /// Reads this reader's shard of a dataset on the current tokio runtime, keeping up to
 /// `prefetch` objects in flight, and hands them to the consumer (`next`, `collect_batch`)
@@ -217,7 +210,7 @@ impl Loader {
         };
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel(opts.prefetch);
-        let driver = tokio::spawn(drive(fetcher, items, opts, tx, stats.clone()));
+        let driver = tokio::spawn(Driver::new(fetcher, items, opts, tx, stats.clone()).run());
         Ok(Self {
             rx,
             driver,
@@ -275,228 +268,4 @@ impl Drop for Loader {
     fn drop(&mut self) {
         self.driver.abort();
     }
-}
-
-/// An item whose turn has come: it holds a prefetch slot and, under a memory budget, the
-/// memory its whole size needs.
-struct Admitted {
-    seq: usize,
-    item: Result<Item>,
-    slot: OwnedSemaphorePermit,
-    memory: Option<OwnedSemaphorePermit>,
-}
-
-/// The memory budget in `MEMORY_UNIT`s.
-struct Budget {
-    units: Arc<Semaphore>,
-    total: u32,
-}
-
-impl Budget {
-    fn new(bytes: u64) -> Self {
-        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
-        Self {
-            units: Arc::new(Semaphore::new(total as usize)),
-            total,
-        }
-    }
-
-    /// Memory for an object of `size` bytes; one larger than the whole budget takes all of it.
-    async fn reserve(&self, size: u64) -> OwnedSemaphorePermit {
-        let want = size.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
-        self.units
-            .clone()
-            .acquire_many_owned(want)
-            .await
-            .expect("semaphore never closed")
-    }
-}
-
-type Sized = futures::stream::BoxStream<'static, (usize, Result<Item>)>;
-
-/// The items in dataset order, each with its size known when a memory budget needs it: an
-/// object named without a size is asked for it with a HEAD (a few ahead, pipelined), whose
-/// ETag then pins the read to the version measured. Memory is then taken for whole objects,
-/// in dataset order, before any byte arrives, so the budget holds for every object and the
-/// next object to deliver always has its memory (no later object can starve it: the loader
-/// cannot deadlock in either order).
-fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) -> Sized {
-    let store = fetcher.store.clone();
-    let requests = fetcher.requests.clone();
-    futures::stream::iter(items.into_iter().enumerate())
-        .map(move |(seq, item)| {
-            if !budget || item.size.is_some() {
-                return futures::future::ready((seq, Ok(item))).boxed();
-            }
-            let (store, requests) = (store.clone(), requests.clone());
-            let uri = item.uri.to_string();
-            // Its own task: a HEAD holds one of the loader's request permits, and must give
-            // it back whether or not the driver is polling this stream (it may be waiting for
-            // memory that only fetches needing those permits can free).
-            let head = AbortOnDropHandle::new(tokio::spawn(async move {
-                let Ok(_permit) = requests.acquire().await else {
-                    return Err(Error::Cancelled {
-                        uri: item.uri.to_string(),
-                    });
-                };
-                // A failed HEAD says little (its answer has no body, so no S3 error code):
-                // the item goes on unsized, and its GET reports what the server says.
-                Ok(match store.head(&item.uri).await {
-                    Ok(meta) => Item {
-                        size: Some(meta.size),
-                        etag: meta.etag,
-                        uri: item.uri,
-                    },
-                    Err(_) => item,
-                })
-            }));
-            head.map(move |joined| {
-                let item = joined.unwrap_or_else(|e| {
-                    Err(Error::integrity(uri, format!("sizing task failed: {e}")))
-                });
-                (seq, item)
-            })
-            .boxed()
-        })
-        .buffered(ahead)
-        .boxed()
-}
-
-/// Waits for the next item's prefetch slot and memory. Cancel-safe, for `select!`: an item
-/// taken from `sized` waits in `staged` until its memory is granted. `None` at the end.
-async fn admit(
-    slots: &Arc<Semaphore>,
-    sized: &mut Sized,
-    staged: &mut Option<(OwnedSemaphorePermit, usize, Result<Item>)>,
-    budget: Option<&Budget>,
-    first_chunk: u64,
-) -> Option<Admitted> {
-    if staged.is_none() {
-        let slot = slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("semaphore never closed");
-        let (seq, item) = sized.next().await?;
-        *staged = Some((slot, seq, item));
-    }
-    let size = match staged {
-        Some((_, _, Ok(item))) => item.size,
-        _ => None,
-    };
-    let memory = match (budget, size) {
-        (Some(b), Some(size)) => Some(b.reserve(size).await),
-        // Unsized under a budget only when its HEAD failed: one chunk, as the first range.
-        (Some(b), None) => Some(b.reserve(first_chunk).await),
-        _ => None,
-    };
-    let (slot, seq, item) = staged.take().expect("staged above");
-    Some(Admitted {
-        seq,
-        item,
-        slot,
-        memory,
-    })
-}
-
-async fn drive(
-    fetcher: Fetcher,
-    items: Vec<Item>,
-    opts: LoaderOptions,
-    tx: mpsc::Sender<Delivery>,
-    stats: Arc<Stats>,
-) {
-    let slots = Arc::new(Semaphore::new(opts.prefetch));
-    let budget = opts.memory_budget.map(Budget::new);
-    let mut sized = sized_items(&fetcher, items, budget.is_some(), opts.prefetch);
-    let mut staged = None;
-    let mut tasks: JoinSet<(usize, Delivery)> = JoinSet::new();
-    let mut reorder: BTreeMap<usize, Delivery> = BTreeMap::new();
-    let mut next_out = 0;
-    let mut exhausted = false;
-    loop {
-        tokio::select! {
-            // Completed fetches first: they free slots and keep the consumer fed.
-            biased;
-            Some(joined) = tasks.join_next() => {
-                let (seq, delivery) = match joined {
-                    Ok(r) => r,
-                    Err(e) if e.is_cancelled() => return,
-                    Err(e) => {
-                        // Fetch panics are caught in the task; this is anything else. The
-                        // consumer must not take the end of the stream for a complete epoch.
-                        tracing::error!(error = %e, "loader task panicked");
-                        let _ = tx
-                            .send(Delivery {
-                                item: Err(Error::integrity("loader", format!("a loader task panicked: {e}"))),
-                                _slot: None,
-                                _memory: None,
-                            })
-                            .await;
-                        return;
-                    }
-                };
-                let ready = match opts.order {
-                    Order::Completion => vec![delivery],
-                    Order::Input => {
-                        reorder.insert(seq, delivery);
-                        let mut out = Vec::new();
-                        while let Some(d) = reorder.remove(&next_out) {
-                            out.push(d);
-                            next_out += 1;
-                        }
-                        out
-                    }
-                };
-                for d in ready {
-                    let stop = d.item.is_err() && opts.on_error == OnError::FailFast;
-                    if tx.send(d).await.is_err() || stop {
-                        return; // consumer gone, or fail-fast: dropping `tasks` aborts the rest
-                    }
-                }
-            }
-            admitted = admit(&slots, &mut sized, &mut staged, budget.as_ref(), fetcher.planner.chunk_size.get()), if !exhausted => {
-                let Some(Admitted { seq, item, slot, memory }) = admitted else {
-                    exhausted = true;
-                    continue;
-                };
-                let fetcher = fetcher.clone();
-                let stats = stats.clone();
-                tasks.spawn(async move {
-                    let t0 = Instant::now();
-                    let item = match item {
-                        Ok(item) => fetch_one(&fetcher, &item).await.map(|f| {
-                            stats.fetched(f.data.len() as u64, f.requests, f.attempts, t0.elapsed());
-                            Object { uri: item.uri, data: f.data }
-                        }),
-                        Err(e) => Err(e),
-                    };
-                    if item.is_err() {
-                        stats.failed();
-                    }
-                    (seq, Delivery { item, _slot: Some(slot), _memory: memory })
-                });
-            }
-            else => return,
-        }
-    }
-}
-
-/// Reads one item. A panic while fetching (a bug, or a reply no check foresaw) is this
-/// object's error, delivered like any other: never a silently shorter epoch.
-async fn fetch_one(fetcher: &Fetcher, item: &Item) -> Result<Fetched> {
-    AssertUnwindSafe(fetcher.fetch(&item.uri, item.size, item.etag.as_deref()))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Err(Error::integrity(
-                item.uri.to_string(),
-                format!("fetch panicked: {what}"),
-            ))
-        })
 }
