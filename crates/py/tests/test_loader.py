@@ -194,7 +194,9 @@ def test_ctrl_c_interrupts_a_stalled_wait(server, client, prefix, monkeypatch):
     import time
 
     uris = server.fill(prefix, 1, 100_000)
-    server.inject("stall", count=1, after_bytes=0, seconds=8.0)
+    # More stalls than one request takes: a stray request of an earlier test (the server is
+    # the session's) must not use up the only one (seen once in a full run).
+    server.inject("stall", count=3, after_bytes=0, seconds=8.0)
     try:
         loader = sluice.Loader(sluice.Dataset.from_uris(uris), client=client)
         threading.Timer(0.3, _thread.interrupt_main).start()
@@ -206,7 +208,7 @@ def test_ctrl_c_interrupts_a_stalled_wait(server, client, prefix, monkeypatch):
         loader.close()
         server.clear_faults()
         # The same for a single call.
-        server.inject("stall", count=1, after_bytes=0, seconds=8.0)
+        server.inject("stall", count=3, after_bytes=0, seconds=8.0)
         threading.Timer(0.3, _thread.interrupt_main).start()
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
