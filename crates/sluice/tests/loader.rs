@@ -62,301 +62,275 @@ async fn drain(loader: &mut Loader) -> Vec<sluice_loader::Object> {
     out
 }
 
-fn for_each_backend() -> Vec<&'static str> {
-    sluice::registry::compiled()
+async fn prefix_dataset_reads_every_byte_without_head_and_splits_large_objects(
+    backend: &'static str,
+) {
+    let (server, store) = setup(backend).await;
+    let sizes = [0, 1, 100_000, 3 << 20, (2 << 20) + 12345, 700_000];
+    let uris = seed(&server, "ds/", &sizes);
+    let ds = within(
+        "list",
+        Dataset::from_prefix(
+            store.as_ref(),
+            &ObjectUri::parse("s3://sluice-test/ds/").unwrap(),
+            Some(".bin"),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ds.len(), sizes.len());
+    let mut loader = Loader::new(
+        store.clone(),
+        &ds,
+        LoaderOptions {
+            order: Order::Input,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let got = drain(&mut loader).await;
+    let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
+    assert_eq!(order, uris, "{backend}: input order kept");
+    assert_eq!(got.iter().map(|o| o.data.len()).collect::<Vec<_>>(), sizes);
+    assert_eq!(
+        server.faults().heads(),
+        0,
+        "{backend}: listing sizes spare every HEAD"
+    );
+    let stats = loader.stats();
+    // 3 MiB → 12 ranges, 2 MiB+ → 9 ranges, the rest one GET each.
+    assert_eq!(stats.requests, 12 + 9 + 4, "{backend}: {stats:?}");
+    assert_eq!(server.faults().gets(), 12 + 9 + 4);
+    assert_eq!(stats.bytes, sizes.iter().sum::<usize>() as u64);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prefix_dataset_reads_every_byte_without_head_and_splits_large_objects() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let sizes = [0, 1, 100_000, 3 << 20, (2 << 20) + 12345, 700_000];
-        let uris = seed(&server, "ds/", &sizes);
-        let ds = within(
-            "list",
-            Dataset::from_prefix(
-                store.as_ref(),
-                &ObjectUri::parse("s3://sluice-test/ds/").unwrap(),
-                Some(".bin"),
-            ),
-        )
-        .await
-        .unwrap();
-        assert_eq!(ds.len(), sizes.len());
-        let mut loader = Loader::new(
-            store.clone(),
-            &ds,
-            LoaderOptions {
-                order: Order::Input,
-                ..opts()
-            },
-        )
-        .unwrap();
-        let got = drain(&mut loader).await;
-        let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
-        assert_eq!(order, uris, "{backend}: input order kept");
-        assert_eq!(got.iter().map(|o| o.data.len()).collect::<Vec<_>>(), sizes);
-        assert_eq!(
-            server.faults().heads(),
-            0,
-            "{backend}: listing sizes spare every HEAD"
-        );
-        let stats = loader.stats();
-        // 3 MiB → 12 ranges, 2 MiB+ → 9 ranges, the rest one GET each.
-        assert_eq!(stats.requests, 12 + 9 + 4, "{backend}: {stats:?}");
-        assert_eq!(server.faults().gets(), 12 + 9 + 4);
-        assert_eq!(stats.bytes, sizes.iter().sum::<usize>() as u64);
-    }
+async fn uri_dataset_learns_sizes_from_the_first_range(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let sizes = [0, 10, 256 << 10, (3 << 20) + 1];
+    let uris = seed(&server, "u/", &sizes);
+    let mut loader = Loader::new(
+        store.clone(),
+        &Dataset::from_uris(uris.clone()),
+        unbudgeted(),
+    )
+    .unwrap();
+    let got = drain(&mut loader).await;
+    let set: BTreeSet<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
+    assert_eq!(set, uris.iter().cloned().collect(), "{backend}");
+    assert_eq!(server.faults().heads(), 0, "{backend}: no HEAD round trips");
+    // empty: 416 then a plain GET (2); 10 B and 256 KiB: one ranged GET each; 3 MiB+1: 13
+    // ranges. objectstore asks a whole object as `bytes=0-` (so that object_store checks
+    // Content-Range), which an empty object answers 416 too: one more request for it.
+    let empty_extra = u64::from(backend == "objectstore");
+    assert_eq!(
+        server.faults().requests(),
+        2 + 1 + 1 + 13 + empty_extra,
+        "{backend}"
+    );
+
+    // Splitting off: one plain GET per object, whatever its size.
+    let before = server.faults().requests();
+    let never = LoaderOptions {
+        range_threshold: sluice_core::RangePlanner::NEVER,
+        ..unbudgeted()
+    };
+    let mut loader = Loader::new(store, &Dataset::from_uris(uris), never).unwrap();
+    let got = drain(&mut loader).await;
+    let mut lens: Vec<usize> = got.iter().map(|o| o.data.len()).collect();
+    lens.sort();
+    assert_eq!(lens, sizes, "{backend}");
+    assert_eq!(
+        server.faults().requests() - before,
+        4 + empty_extra,
+        "{backend}"
+    );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uri_dataset_learns_sizes_from_the_first_range() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let sizes = [0, 10, 256 << 10, (3 << 20) + 1];
-        let uris = seed(&server, "u/", &sizes);
-        let mut loader = Loader::new(
-            store.clone(),
-            &Dataset::from_uris(uris.clone()),
-            unbudgeted(),
-        )
-        .unwrap();
-        let got = drain(&mut loader).await;
-        let set: BTreeSet<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
-        assert_eq!(set, uris.iter().cloned().collect(), "{backend}");
-        assert_eq!(server.faults().heads(), 0, "{backend}: no HEAD round trips");
-        // empty: 416 then a plain GET (2); 10 B and 256 KiB: one ranged GET each; 3 MiB+1: 13
-        // ranges. objectstore asks a whole object as `bytes=0-` (so that object_store checks
-        // Content-Range), which an empty object answers 416 too: one more request for it.
-        let empty_extra = u64::from(backend == "objectstore");
-        assert_eq!(
-            server.faults().requests(),
-            2 + 1 + 1 + 13 + empty_extra,
-            "{backend}"
-        );
-
-        // Splitting off: one plain GET per object, whatever its size.
-        let before = server.faults().requests();
-        let never = LoaderOptions {
-            range_threshold: sluice_core::RangePlanner::NEVER,
-            ..unbudgeted()
-        };
-        let mut loader = Loader::new(store, &Dataset::from_uris(uris), never).unwrap();
-        let got = drain(&mut loader).await;
-        let mut lens: Vec<usize> = got.iter().map(|o| o.data.len()).collect();
-        lens.sort();
-        assert_eq!(lens, sizes, "{backend}");
-        assert_eq!(
-            server.faults().requests() - before,
-            4 + empty_extra,
-            "{backend}"
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shards_are_disjoint_and_complete_over_the_wire() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let uris = seed(&server, "shard/", &[1000; 23]);
-        let ds = Dataset::from_uris(uris.clone());
-        let mut seen = Vec::new();
-        for rank in 0..2 {
-            for worker in 0..3 {
-                let sharding = Sharding {
-                    rank,
-                    world_size: 2,
-                    worker_id: worker,
-                    num_workers: 3,
-                };
-                let mut l = Loader::new(
-                    store.clone(),
-                    &ds,
-                    LoaderOptions {
-                        sharding,
-                        shuffle_seed: Some(42),
-                        ..opts()
-                    },
-                )
-                .unwrap();
-                seen.extend(drain(&mut l).await.into_iter().map(|o| o.uri));
-            }
+async fn shards_are_disjoint_and_complete_over_the_wire(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let uris = seed(&server, "shard/", &[1000; 23]);
+    let ds = Dataset::from_uris(uris.clone());
+    let mut seen = Vec::new();
+    for rank in 0..2 {
+        for worker in 0..3 {
+            let sharding = Sharding {
+                rank,
+                world_size: 2,
+                worker_id: worker,
+                num_workers: 3,
+            };
+            let mut l = Loader::new(
+                store.clone(),
+                &ds,
+                LoaderOptions {
+                    sharding,
+                    shuffle_seed: Some(42),
+                    ..opts()
+                },
+            )
+            .unwrap();
+            seen.extend(drain(&mut l).await.into_iter().map(|o| o.uri));
         }
-        assert_eq!(seen.len(), uris.len(), "no object twice");
-        assert_eq!(
-            seen.into_iter().collect::<BTreeSet<_>>(),
-            uris.into_iter().collect::<BTreeSet<_>>()
-        );
     }
+    assert_eq!(seen.len(), uris.len(), "no object twice");
+    assert_eq!(
+        seen.into_iter().collect::<BTreeSet<_>>(),
+        uris.into_iter().collect::<BTreeSet<_>>()
+    );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_the_loader_stops_all_work() {
-    for backend in for_each_backend() {
+async fn dropping_the_loader_stops_all_work(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let uris = seed(&server, "drop/", &[50_000; 40]);
+    server
+        .faults()
+        .inject(Fault::Latency(Duration::from_millis(200)), 1000);
+    let mut loader = Loader::new(
+        store,
+        &Dataset::from_uris(uris),
+        LoaderOptions {
+            prefetch: 4,
+            ..opts()
+        },
+    )
+    .unwrap();
+    within("first object", loader.next())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(loader);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after_drop = server.faults().requests();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        server.faults().requests(),
+        after_drop,
+        "no request starts after the loader is dropped"
+    );
+    assert!(
+        after_drop < 15,
+        "only the prefetch window was ever requested: {after_drop}"
+    );
+}
+
+async fn memory_budget_bounds_objects_in_flight(backend: &'static str) {
+    for (budget, limit) in [(Some(3u64 << 20), 3), (None, 8)] {
         let (server, store) = setup(backend).await;
-        let uris = seed(&server, "drop/", &[50_000; 40]);
+        let uris = seed(&server, "mem/", &[1 << 20; 16]);
         server
             .faults()
-            .inject(Fault::Latency(Duration::from_millis(200)), 1000);
-        let mut loader = Loader::new(
-            store,
-            &Dataset::from_uris(uris),
-            LoaderOptions {
-                prefetch: 4,
-                ..opts()
-            },
-        )
-        .unwrap();
-        within("first object", loader.next())
-            .await
-            .unwrap()
-            .unwrap();
-        drop(loader);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let after_drop = server.faults().requests();
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        assert_eq!(
-            server.faults().requests(),
-            after_drop,
-            "no request starts after the loader is dropped"
+            .inject(Fault::Latency(Duration::from_millis(100)), 1000);
+        let o = LoaderOptions {
+            prefetch: 8,
+            memory_budget: budget,
+            range_threshold: sluice_core::RangePlanner::NEVER,
+            ..opts()
+        };
+        let ds = Dataset::from_items(
+            uris.iter()
+                .map(|u| sluice_loader::Item {
+                    uri: u.clone(),
+                    size: Some(1 << 20),
+                    etag: None,
+                })
+                .collect(),
         );
-        assert!(
-            after_drop < 15,
-            "only the prefetch window was ever requested: {after_drop}"
-        );
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_budget_bounds_objects_in_flight() {
-    for backend in for_each_backend() {
-        for (budget, limit) in [(Some(3u64 << 20), 3), (None, 8)] {
-            let (server, store) = setup(backend).await;
-            let uris = seed(&server, "mem/", &[1 << 20; 16]);
-            server
-                .faults()
-                .inject(Fault::Latency(Duration::from_millis(100)), 1000);
-            let o = LoaderOptions {
-                prefetch: 8,
-                memory_budget: budget,
-                range_threshold: sluice_core::RangePlanner::NEVER,
-                ..opts()
-            };
-            let ds = Dataset::from_items(
-                uris.iter()
-                    .map(|u| sluice_loader::Item {
-                        uri: u.clone(),
-                        size: Some(1 << 20),
-                        etag: None,
-                    })
-                    .collect(),
+        let mut loader = Loader::new(store, &ds, o).unwrap();
+        assert_eq!(drain(&mut loader).await.len(), 16);
+        let peak = server.faults().peak_concurrency();
+        assert!(peak <= limit, "budget {budget:?}: {peak} requests at once");
+        if budget.is_none() {
+            assert!(
+                peak > 3,
+                "without a budget the prefetch window is used ({peak})"
             );
-            let mut loader = Loader::new(store, &ds, o).unwrap();
-            assert_eq!(drain(&mut loader).await.len(), 16);
-            let peak = server.faults().peak_concurrency();
-            assert!(peak <= limit, "budget {budget:?}: {peak} requests at once");
-            if budget.is_none() {
-                assert!(
-                    peak > 3,
-                    "without a budget the prefetch window is used ({peak})"
-                );
-            }
         }
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn faults_are_retried_and_counted() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let uris = seed(&server, "flaky/", &[2 << 20, 2 << 20, 500_000]);
-        server.faults().inject(Fault::ResetAfter(100_000), 3);
-        server.faults().inject(Fault::SlowDown, 2);
-        let mut loader = Loader::new(store, &Dataset::from_uris(uris), unbudgeted()).unwrap();
-        assert_eq!(drain(&mut loader).await.len(), 3);
-        let s = loader.stats();
-        assert_eq!(
-            server.faults().fired(),
-            5,
-            "{backend}: every fault hit a request"
-        );
-        // object_store retries (and resumes bodies) inside its own client, out of our sight;
-        // the outcome — every byte right — is what every backend must deliver.
-        if backend == "hyper" {
-            assert!(s.retries >= 5, "{s:?}");
-        }
-        assert!(s.latency_p99 >= s.latency_p50 && s.latency_p50 > Duration::ZERO);
+async fn faults_are_retried_and_counted(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let uris = seed(&server, "flaky/", &[2 << 20, 2 << 20, 500_000]);
+    server.faults().inject(Fault::ResetAfter(100_000), 3);
+    server.faults().inject(Fault::SlowDown, 2);
+    let mut loader = Loader::new(store, &Dataset::from_uris(uris), unbudgeted()).unwrap();
+    assert_eq!(drain(&mut loader).await.len(), 3);
+    let s = loader.stats();
+    assert_eq!(
+        server.faults().fired(),
+        5,
+        "{backend}: every fault hit a request"
+    );
+    // object_store retries (and resumes bodies) inside its own client, out of our sight;
+    // the outcome — every byte right — is what every backend must deliver.
+    if backend == "hyper" {
+        assert!(s.retries >= 5, "{s:?}");
     }
+    assert!(s.latency_p99 >= s.latency_p50 && s.latency_p50 > Duration::ZERO);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failures_fail_fast_or_are_delivered() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let mut uris = seed(&server, "mixed/", &[1000; 6]);
-        uris.insert(
-            2,
-            ObjectUri::parse("s3://sluice-test/mixed/missing.bin").unwrap(),
-        );
-        let ds = Dataset::from_uris(uris);
+async fn failures_fail_fast_or_are_delivered(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let mut uris = seed(&server, "mixed/", &[1000; 6]);
+    uris.insert(
+        2,
+        ObjectUri::parse("s3://sluice-test/mixed/missing.bin").unwrap(),
+    );
+    let ds = Dataset::from_uris(uris);
 
-        let mut ff = Loader::new(
-            store.clone(),
-            &ds,
-            LoaderOptions {
-                order: Order::Input,
-                ..opts()
-            },
-        )
-        .unwrap();
-        let mut items = Vec::new();
-        while let Some(i) = within("next", ff.next()).await {
-            items.push(i);
-        }
-        assert_eq!(items.len(), 3, "two objects, then the error, then the end");
-        let err = items.pop().unwrap().unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("s3://sluice-test/mixed/missing.bin"),
-            "{err}"
-        );
-
-        let mut dl = Loader::new(
-            store,
-            &ds,
-            LoaderOptions {
-                on_error: OnError::Deliver,
-                ..opts()
-            },
-        )
-        .unwrap();
-        let mut ok = 0;
-        let mut errs = 0;
-        while let Some(i) = within("next", dl.next()).await {
-            if i.is_ok() { ok += 1 } else { errs += 1 }
-        }
-        assert_eq!((ok, errs), (6, 1));
-        assert_eq!(dl.stats().errors, 1);
+    let mut ff = Loader::new(
+        store.clone(),
+        &ds,
+        LoaderOptions {
+            order: Order::Input,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let mut items = Vec::new();
+    while let Some(i) = within("next", ff.next()).await {
+        items.push(i);
     }
+    assert_eq!(items.len(), 3, "two objects, then the error, then the end");
+    let err = items.pop().unwrap().unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("s3://sluice-test/mixed/missing.bin"),
+        "{err}"
+    );
+
+    let mut dl = Loader::new(
+        store,
+        &ds,
+        LoaderOptions {
+            on_error: OnError::Deliver,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let mut ok = 0;
+    let mut errs = 0;
+    while let Some(i) = within("next", dl.next()).await {
+        if i.is_ok() { ok += 1 } else { errs += 1 }
+    }
+    assert_eq!((ok, errs), (6, 1));
+    assert_eq!(dl.stats().errors, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn collect_batch_fills_batches_until_the_end() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let uris = seed(&server, "batch/", &[100; 10]);
-        let mut l = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
-        let mut sizes = Vec::new();
-        loop {
-            let b = within("batch", l.collect_batch(4)).await;
-            if b.is_empty() {
-                break;
-            }
-            sizes.push(b.len());
+async fn collect_batch_fills_batches_until_the_end(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let uris = seed(&server, "batch/", &[100; 10]);
+    let mut l = Loader::new(store, &Dataset::from_uris(uris), opts()).unwrap();
+    let mut sizes = Vec::new();
+    loop {
+        let b = within("batch", l.collect_batch(4)).await;
+        if b.is_empty() {
+            break;
         }
-        assert_eq!(sizes, vec![4, 4, 2]);
-        assert_eq!(l.stats().objects, 10);
+        sizes.push(b.len());
     }
+    assert_eq!(sizes, vec![4, 4, 2]);
+    assert_eq!(l.stats().objects, 10);
 }
 
 #[test]
@@ -619,55 +593,52 @@ impl ObjectStore for MeasuredGets {
 /// than two of the big ones: every object arrives whole and in order (no deadlock), the
 /// sizes are learned by HEAD before any memory is taken, and the bytes being read at once
 /// never exceed the budget.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_budget_covers_unknown_sizes_and_input_order_never_deadlocks() {
+async fn memory_budget_covers_unknown_sizes_and_input_order_never_deadlocks(backend: &'static str) {
     const BUDGET: usize = 3 << 20;
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let sizes: Vec<usize> = (0..24)
-            .map(|i| if i % 5 == 1 { 2 << 20 } else { 300_000 })
-            .collect();
-        let uris = seed(&server, "budget/", &sizes);
-        server
-            .faults()
-            .inject(Fault::Latency(Duration::from_millis(20)), 1000);
-        let measured = Arc::new(MeasuredGets {
-            inner: store,
-            in_flight: Default::default(),
-            peak: Default::default(),
-        });
-        let o = LoaderOptions {
-            prefetch: 8,
-            order: Order::Input,
-            shuffle_seed: Some(3),
-            memory_budget: Some(BUDGET as u64),
-            range_threshold: sluice_core::RangePlanner::NEVER,
-            ..opts()
-        };
-        let ds = Dataset::from_uris(uris.clone());
-        let expected: Vec<ObjectUri> =
-            sluice_loader::dataset::plan_indices(uris.len(), Some(3), 0, Sharding::default())
-                .into_iter()
-                .map(|i| uris[i].clone())
-                .collect();
-        let mut loader = Loader::new(measured.clone(), &ds, o).unwrap();
-        let got: Vec<ObjectUri> = drain(&mut loader)
-            .await
+    let (server, store) = setup(backend).await;
+    let sizes: Vec<usize> = (0..24)
+        .map(|i| if i % 5 == 1 { 2 << 20 } else { 300_000 })
+        .collect();
+    let uris = seed(&server, "budget/", &sizes);
+    server
+        .faults()
+        .inject(Fault::Latency(Duration::from_millis(20)), 1000);
+    let measured = Arc::new(MeasuredGets {
+        inner: store,
+        in_flight: Default::default(),
+        peak: Default::default(),
+    });
+    let o = LoaderOptions {
+        prefetch: 8,
+        order: Order::Input,
+        shuffle_seed: Some(3),
+        memory_budget: Some(BUDGET as u64),
+        range_threshold: sluice_core::RangePlanner::NEVER,
+        ..opts()
+    };
+    let ds = Dataset::from_uris(uris.clone());
+    let expected: Vec<ObjectUri> =
+        sluice_loader::dataset::plan_indices(uris.len(), Some(3), 0, Sharding::default())
             .into_iter()
-            .map(|o| o.uri)
+            .map(|i| uris[i].clone())
             .collect();
-        assert_eq!(got, expected, "{backend}: every object, in input order");
-        assert_eq!(
-            server.faults().heads(),
-            24,
-            "{backend}: sizes learned by HEAD"
-        );
-        let peak = measured.peak.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(
-            (2 << 20..=BUDGET).contains(&peak),
-            "{backend}: {peak} bytes read at once under a budget of {BUDGET}"
-        );
-    }
+    let mut loader = Loader::new(measured.clone(), &ds, o).unwrap();
+    let got: Vec<ObjectUri> = drain(&mut loader)
+        .await
+        .into_iter()
+        .map(|o| o.uri)
+        .collect();
+    assert_eq!(got, expected, "{backend}: every object, in input order");
+    assert_eq!(
+        server.faults().heads(),
+        24,
+        "{backend}: sizes learned by HEAD"
+    );
+    let peak = measured.peak.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (2 << 20..=BUDGET).contains(&peak),
+        "{backend}: {peak} bytes read at once under a budget of {BUDGET}"
+    );
 }
 
 /// Overwritten between the ranges of one read (the test server swaps the object after a
@@ -675,8 +646,7 @@ async fn memory_budget_covers_unknown_sizes_and_input_order_never_deadlocks() {
 /// changed, never a mix — whether the version is pinned by the listing's ETag, by the first
 /// range's, or only compared afterwards; one that grew since it was listed is refused, not
 /// truncated to the listed size.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_object_changed_during_a_read_is_never_spliced_or_truncated() {
+async fn an_object_changed_during_a_read_is_never_spliced_or_truncated(backend: &'static str) {
     let key = "change/obj.bin";
     let uri = ObjectUri::new(DEFAULT_BUCKET, key).unwrap();
     let old = Bytes::from(pattern::generate(key, 2 << 20));
@@ -687,171 +657,200 @@ async fn an_object_changed_during_a_read_is_never_spliced_or_truncated() {
         max_requests: 1,
         ..opts()
     };
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        // The object read, or the error; its bytes are never printed (megabytes).
-        let read = |ds: Dataset| {
-            let mut loader = Loader::new(store.clone(), &ds, deliver.clone()).unwrap();
-            async move { within("next", loader.next()).await.unwrap().map(|o| o.data) }
-        };
-        let failed = |r: sluice_core::Result<Bytes>, what: &str| match r {
-            Ok(data) => panic!(
-                "{backend}, {what}: read {} bytes, expected an error",
-                data.len()
-            ),
-            Err(e) => e.to_string(),
-        };
-        let listed = || async {
-            server.insert(DEFAULT_BUCKET, key, old.clone());
-            let prefix = ObjectUri::new(DEFAULT_BUCKET, "change/").unwrap();
-            Dataset::from_prefix(store.as_ref(), &prefix, None)
-                .await
-                .unwrap()
-        };
-        let sized_only = Dataset::from_items(vec![sluice_loader::Item {
-            uri: uri.clone(),
-            size: Some(2 << 20),
-            etag: None,
-        }]);
-        // 8 ranges of 256 KiB; the swap comes after the 1st or 3rd GET.
-        for (what, ds, after) in [
-            ("listed", listed().await, 3),
-            ("unlisted", Dataset::from_uris([uri.clone()]), 1),
-            ("size without ETag", sized_only.clone(), 3),
-        ] {
-            server.insert(DEFAULT_BUCKET, key, old.clone());
-            server.faults().replace_after_gets(key, after, new.clone());
-            let msg = failed(read(ds).await, what);
-            assert!(
-                msg.contains("changed while being read") && msg.contains(key),
-                "{backend}, {what}: {msg}"
-            );
-        }
-        // Overwritten after the listing, before any read: the listed version is gone.
-        let ds = listed().await;
-        server.insert(DEFAULT_BUCKET, key, new.clone());
-        let err = failed(read(ds).await, "overwritten after listing");
-        assert!(err.contains("changed"), "{backend}: {err}");
-        // Not overwritten: the one version, whole.
-        server.faults().clear();
+    let (server, store) = setup(backend).await;
+    // The object read, or the error; its bytes are never printed (megabytes).
+    let read = |ds: Dataset| {
+        let mut loader = Loader::new(store.clone(), &ds, deliver.clone()).unwrap();
+        async move { within("next", loader.next()).await.unwrap().map(|o| o.data) }
+    };
+    let failed = |r: sluice_core::Result<Bytes>, what: &str| match r {
+        Ok(data) => panic!(
+            "{backend}, {what}: read {} bytes, expected an error",
+            data.len()
+        ),
+        Err(e) => e.to_string(),
+    };
+    let listed = || async {
         server.insert(DEFAULT_BUCKET, key, old.clone());
-        let whole = read(sized_only.clone()).await.map_err(|e| e.to_string());
+        let prefix = ObjectUri::new(DEFAULT_BUCKET, "change/").unwrap();
+        Dataset::from_prefix(store.as_ref(), &prefix, None)
+            .await
+            .unwrap()
+    };
+    let sized_only = Dataset::from_items(vec![sluice_loader::Item {
+        uri: uri.clone(),
+        size: Some(2 << 20),
+        etag: None,
+    }]);
+    // 8 ranges of 256 KiB; the swap comes after the 1st or 3rd GET.
+    for (what, ds, after) in [
+        ("listed", listed().await, 3),
+        ("unlisted", Dataset::from_uris([uri.clone()]), 1),
+        ("size without ETag", sized_only.clone(), 3),
+    ] {
+        server.insert(DEFAULT_BUCKET, key, old.clone());
+        server.faults().replace_after_gets(key, after, new.clone());
+        let msg = failed(read(ds).await, what);
         assert!(
-            whole.as_ref() == Ok(&old),
-            "{backend}: not the old version whole"
-        );
-        // Grown since its size was learned: refused, not truncated.
-        server.insert(DEFAULT_BUCKET, key, Bytes::from(vec![1u8; 3 << 20]));
-        let err = read(sized_only).await.unwrap_err();
-        assert!(
-            err.to_string().contains("changed while being read"),
-            "{backend}: {err}"
+            msg.contains("changed while being read") && msg.contains(key),
+            "{backend}, {what}: {msg}"
         );
     }
+    // Overwritten after the listing, before any read: the listed version is gone.
+    let ds = listed().await;
+    server.insert(DEFAULT_BUCKET, key, new.clone());
+    let err = failed(read(ds).await, "overwritten after listing");
+    assert!(err.contains("changed"), "{backend}: {err}");
+    // Not overwritten: the one version, whole.
+    server.faults().clear();
+    server.insert(DEFAULT_BUCKET, key, old.clone());
+    let whole = read(sized_only.clone()).await.map_err(|e| e.to_string());
+    assert!(
+        whole.as_ref() == Ok(&old),
+        "{backend}: not the old version whole"
+    );
+    // Grown since its size was learned: refused, not truncated.
+    server.insert(DEFAULT_BUCKET, key, Bytes::from(vec![1u8; 3 << 20]));
+    let err = read(sized_only).await.unwrap_err();
+    assert!(
+        err.to_string().contains("changed while being read"),
+        "{backend}: {err}"
+    );
 }
 
 /// The fault soak: over 10 seeds, every backend, ranges on and off, a burst of faults drawn
 /// at random (resets and truncations mid-body, stalls shorter and longer than the stall
 /// timeout, SlowDown, 500s) about one per request; every object arrives and every byte is
 /// checked against its pattern.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fault_soak_every_byte_right_over_ten_seeds() {
+async fn fault_soak_every_byte_right_over_ten_seeds(backend: &'static str) {
     let sizes = [100_000, 700_000, 1 << 20, 3 << 20, 5_000, 2 << 20];
     for round in 0..10u64 {
-        for backend in for_each_backend() {
-            for ranges in [true, false] {
-                let (server, store) = setup(backend).await;
-                let uris = seed(&server, &format!("soak{round}/"), &sizes);
-                let o = LoaderOptions {
-                    range_threshold: if ranges {
-                        512 << 10
-                    } else {
-                        sluice_core::RangePlanner::NEVER
-                    },
-                    chunk_size: 256 << 10,
-                    shuffle_seed: Some(round),
-                    ..opts()
-                };
-                let ds = if round % 2 == 0 {
-                    Dataset::from_uris(uris.clone())
+        for ranges in [true, false] {
+            let (server, store) = setup(backend).await;
+            let uris = seed(&server, &format!("soak{round}/"), &sizes);
+            let o = LoaderOptions {
+                range_threshold: if ranges {
+                    512 << 10
                 } else {
-                    let prefix = ObjectUri::new(DEFAULT_BUCKET, &format!("soak{round}/")).unwrap();
-                    Dataset::from_prefix(store.as_ref(), &prefix, None)
-                        .await
-                        .unwrap()
+                    sluice_core::RangePlanner::NEVER
+                },
+                chunk_size: 256 << 10,
+                shuffle_seed: Some(round),
+                ..opts()
+            };
+            let ds = if round % 2 == 0 {
+                Dataset::from_uris(uris.clone())
+            } else {
+                let prefix = ObjectUri::new(DEFAULT_BUCKET, &format!("soak{round}/")).unwrap();
+                Dataset::from_prefix(store.as_ref(), &prefix, None)
+                    .await
+                    .unwrap()
+            };
+            // Armed after the listing: the reads are what is soaked. At most 5 answers
+            // without a body (SlowDown, 500) so one request cannot exhaust its 6 attempts.
+            let mut rng = fastrand::Rng::with_seed(round);
+            let (mut refusals, mut long_stall) = (0, false);
+            for _ in 0..12 {
+                let at = rng.u64(1_000..200_000);
+                let fault = match rng.u8(0..6) {
+                    0 => Fault::ResetAfter(at),
+                    1 => Fault::TruncateAfter(at),
+                    2 => Fault::StallAfter(at, Duration::from_millis(rng.u64(50..300))),
+                    // Longer than the stall timeout (once a round: each costs 1.5 s):
+                    // the read gives up and resumes.
+                    3 if !long_stall => {
+                        long_stall = true;
+                        Fault::StallAfter(at, Duration::from_millis(1_800))
+                    }
+                    4 if refusals < 5 => {
+                        refusals += 1;
+                        Fault::SlowDown
+                    }
+                    5 if refusals < 5 => {
+                        refusals += 1;
+                        Fault::InternalError
+                    }
+                    _ => Fault::ResetAfter(at),
                 };
-                // Armed after the listing: the reads are what is soaked. At most 5 answers
-                // without a body (SlowDown, 500) so one request cannot exhaust its 6 attempts.
-                let mut rng = fastrand::Rng::with_seed(round);
-                let (mut refusals, mut long_stall) = (0, false);
-                for _ in 0..12 {
-                    let at = rng.u64(1_000..200_000);
-                    let fault = match rng.u8(0..6) {
-                        0 => Fault::ResetAfter(at),
-                        1 => Fault::TruncateAfter(at),
-                        2 => Fault::StallAfter(at, Duration::from_millis(rng.u64(50..300))),
-                        // Longer than the stall timeout (once a round: each costs 1.5 s):
-                        // the read gives up and resumes.
-                        3 if !long_stall => {
-                            long_stall = true;
-                            Fault::StallAfter(at, Duration::from_millis(1_800))
-                        }
-                        4 if refusals < 5 => {
-                            refusals += 1;
-                            Fault::SlowDown
-                        }
-                        5 if refusals < 5 => {
-                            refusals += 1;
-                            Fault::InternalError
-                        }
-                        _ => Fault::ResetAfter(at),
-                    };
-                    server.faults().inject(fault, 1);
-                }
-                let mut loader = Loader::new(store, &ds, o).unwrap();
-                let mut got = Vec::new();
-                while let Some(o) = within("soak next", loader.next()).await {
-                    let o = o.unwrap_or_else(|e| {
-                        panic!("seed {round}, {backend}, ranges {ranges}: {e}")
-                    });
-                    pattern::verify(o.uri.key(), 0, &o.data).unwrap_or_else(|at| {
-                        panic!("seed {round}, {backend}: {} wrong at byte {at}", o.uri)
-                    });
-                    got.push(o.uri);
-                }
-                assert_eq!(
-                    got.len(),
-                    sizes.len(),
-                    "seed {round}, {backend}, ranges {ranges}"
-                );
-                let fired = server.faults().fired();
-                assert!(
-                    fired >= 8,
-                    "seed {round}, {backend}: only {fired} faults fired"
-                );
+                server.faults().inject(fault, 1);
             }
+            let mut loader = Loader::new(store, &ds, o).unwrap();
+            let mut got = Vec::new();
+            while let Some(o) = within("soak next", loader.next()).await {
+                let o =
+                    o.unwrap_or_else(|e| panic!("seed {round}, {backend}, ranges {ranges}: {e}"));
+                pattern::verify(o.uri.key(), 0, &o.data).unwrap_or_else(|at| {
+                    panic!("seed {round}, {backend}: {} wrong at byte {at}", o.uri)
+                });
+                got.push(o.uri);
+            }
+            assert_eq!(
+                got.len(),
+                sizes.len(),
+                "seed {round}, {backend}, ranges {ranges}"
+            );
+            let fired = server.faults().fired();
+            assert!(
+                fired >= 8,
+                "seed {round}, {backend}: only {fired} faults fired"
+            );
         }
     }
 }
 
 /// Sizing HEADs take request permits: with more objects looked ahead than requests allowed,
 /// and the driver waiting for memory, they must still finish and hand their permits back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sizing_heads_never_starve_the_fetches_of_requests() {
-    for backend in for_each_backend() {
-        let (server, store) = setup(backend).await;
-        let uris = seed(&server, "heads/", &[300_000; 40]);
-        server
-            .faults()
-            .inject(Fault::Latency(Duration::from_millis(5)), 1000);
-        let o = LoaderOptions {
-            prefetch: 16,
-            max_requests: 2,
-            memory_budget: Some(1 << 20),
-            range_threshold: sluice_core::RangePlanner::NEVER,
-            ..opts()
-        };
-        let mut loader = Loader::new(store, &Dataset::from_uris(uris), o).unwrap();
-        assert_eq!(drain(&mut loader).await.len(), 40, "{backend}");
-    }
+async fn sizing_heads_never_starve_the_fetches_of_requests(backend: &'static str) {
+    let (server, store) = setup(backend).await;
+    let uris = seed(&server, "heads/", &[300_000; 40]);
+    server
+        .faults()
+        .inject(Fault::Latency(Duration::from_millis(5)), 1000);
+    let o = LoaderOptions {
+        prefetch: 16,
+        max_requests: 2,
+        memory_budget: Some(1 << 20),
+        range_threshold: sluice_core::RangePlanner::NEVER,
+        ..opts()
+    };
+    let mut loader = Loader::new(store, &Dataset::from_uris(uris), o).unwrap();
+    assert_eq!(drain(&mut loader).await.len(), 40, "{backend}");
 }
+
+/// Each case above once per backend compiled in, as its own test (`hyper::case`,
+/// `awssdk::case`, ...), so a failure names its backend and the others still run.
+macro_rules! per_backend {
+    ($($case:ident),* $(,)?) => {
+        #[cfg(feature = "hyper")]
+        per_backend!(@in hyper, "hyper"; $($case),*);
+        #[cfg(feature = "awssdk")]
+        per_backend!(@in awssdk, "awssdk"; $($case),*);
+        #[cfg(feature = "objectstore")]
+        per_backend!(@in objectstore, "objectstore"; $($case),*);
+    };
+    (@in $m:ident, $name:literal; $($case:ident),*) => {
+        mod $m {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case($name).await
+                }
+            )*
+        }
+    };
+}
+
+per_backend!(
+    prefix_dataset_reads_every_byte_without_head_and_splits_large_objects,
+    uri_dataset_learns_sizes_from_the_first_range,
+    shards_are_disjoint_and_complete_over_the_wire,
+    dropping_the_loader_stops_all_work,
+    memory_budget_bounds_objects_in_flight,
+    faults_are_retried_and_counted,
+    failures_fail_fast_or_are_delivered,
+    collect_batch_fills_batches_until_the_end,
+    memory_budget_covers_unknown_sizes_and_input_order_never_deadlocks,
+    an_object_changed_during_a_read_is_never_spliced_or_truncated,
+    fault_soak_every_byte_right_over_ten_seeds,
+    sizing_heads_never_starve_the_fetches_of_requests,
+);
