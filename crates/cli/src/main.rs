@@ -34,6 +34,10 @@ pub struct StoreArgs {
     /// Endpoint URL [default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS]
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// Several endpoints of one store, comma-separated: requests spread over them and avoid
+    /// one that stops answering [default: $S3_ENDPOINT_URIS]
+    #[arg(long, value_delimiter = ',', conflicts_with = "endpoint")]
+    pub endpoints: Vec<String>,
     /// Region [default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, else us-east-1]
     #[arg(long)]
     pub region: Option<String>,
@@ -53,6 +57,9 @@ impl StoreArgs {
         let mut cfg = StoreConfig::from_env().await?;
         if let Some(e) = &self.endpoint {
             cfg.set_endpoint("--endpoint", e)?;
+        }
+        if !self.endpoints.is_empty() {
+            cfg.set_endpoints("--endpoints", self.endpoints.iter().map(String::as_str))?;
         }
         if let Some(r) = &self.region {
             cfg.set_region("--region", r)?;

@@ -530,3 +530,48 @@ async fn get_of_a_listing_with_an_impossible_size_fails_clearly() {
         assert!(t.contains("s3://bkt/p/"), "{backend}: {t}");
     }
 }
+
+/// `--endpoints`: two servers over one directory (one store, two nodes) and a third
+/// endpoint where nothing listens. Every object is read and verified, both live nodes
+/// serve, and the refusing one costs only retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_spreads_over_endpoints_and_goes_around_a_dead_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || ServerOptions {
+        data_dir: Some(dir.path().to_owned()),
+        ..ServerOptions::default()
+    };
+    let a = TestServer::start(opts()).await.unwrap();
+    for i in 0..8 {
+        let key = format!("m/{i}");
+        a.insert(
+            DEFAULT_BUCKET,
+            &key,
+            sluice_testdata::pattern::generate(&key, 300_000 + i),
+        );
+    }
+    let b = TestServer::start(opts()).await.unwrap();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let endpoints = format!("{},{dead},{}", a.http_endpoint(), b.http_endpoint());
+    let out = sluice(
+        &a,
+        &[
+            "get",
+            "--verify",
+            "--endpoints",
+            &endpoints,
+            "s3://sluice-test/m/",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        a.faults().gets() > 0 && b.faults().gets() > 0,
+        "both live nodes serve: {} and {} GETs",
+        a.faults().gets(),
+        b.faults().gets()
+    );
+    assert_eq!(a.faults().gets() + b.faults().gets(), 8);
+}

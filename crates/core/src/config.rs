@@ -62,6 +62,11 @@ pub struct StoreConfig {
     /// The S3 endpoint (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`). `None`: AWS's regional
     /// endpoint (see `endpoint_url`).
     pub endpoint: Option<Url>,
+    /// Every endpoint of a store served by several (`S3_ENDPOINT_URIS`, comma-separated, the
+    /// variable DLIO and mlpstorage set): requests spread over them by least outstanding
+    /// requests, and one that refuses or times out is avoided for a while (`spread`). Empty
+    /// for a single endpoint; when set, `endpoint` is its first.
+    pub endpoints: Vec<Url>,
     /// The region requests are signed for, and on AWS part of the endpoint's host name
     /// (default `us-east-1`). `from_env` and `set_region` accept only what `check_region`
     /// does.
@@ -133,6 +138,7 @@ impl StoreConfig {
         Self {
             path_style: endpoint.is_some(),
             endpoint,
+            endpoints: Vec::new(),
             region: region.into(),
             credentials,
             ca_bundle: None,
@@ -162,6 +168,11 @@ impl StoreConfig {
             Some((var, v)) => Some(parse_endpoint(var, &v)?),
             None => None,
         };
+        let endpoints = match get("S3_ENDPOINT_URIS") {
+            Some(v) => parse_endpoints("S3_ENDPOINT_URIS", v.split(','))?,
+            None => Vec::new(),
+        };
+        let endpoint = endpoints.first().cloned().or(endpoint);
 
         let profile = get("AWS_PROFILE").unwrap_or_else(|| "default".into());
         let files = profile_files(&get);
@@ -212,6 +223,7 @@ impl StoreConfig {
 
         check_region("AWS_REGION", &region)?;
         let mut cfg = Self::new(endpoint, region, credentials);
+        cfg.endpoints = endpoints;
         cfg.ca_bundle = get("AWS_CA_BUNDLE").map(PathBuf::from);
         if let Some(b) = parse_opt(&get, "SLUICE_PATH_STYLE", parse_bool)? {
             cfg.path_style = b;
@@ -271,12 +283,29 @@ impl StoreConfig {
         Ok(())
     }
 
-    /// Points at `url`, given by `option` (a flag or argument name, for errors), with
+    /// Points at `url` alone, given by `option` (a flag or argument name, for errors), with
     /// path-style addressing as for any custom endpoint. A URL that is not `http://` or
     /// `https://` with a host, or that carries a user name or password, is an
     /// `InvalidConfig` error naming `option` (and never echoing the password).
     pub fn set_endpoint(&mut self, option: &str, url: &str) -> Result<()> {
         self.endpoint = Some(parse_endpoint(option, url)?);
+        // One endpoint given: not also the environment's list.
+        self.endpoints.clear();
+        self.path_style = true;
+        Ok(())
+    }
+
+    /// Spreads requests over `urls` (given by `option`, for errors), each checked as by
+    /// `set_endpoint`; the first is also `endpoint`. Empty entries are skipped; none at all is
+    /// an error.
+    pub fn set_endpoints<'a>(
+        &mut self,
+        option: &str,
+        urls: impl IntoIterator<Item = &'a str>,
+    ) -> Result<()> {
+        let endpoints = parse_endpoints(option, urls)?;
+        self.endpoint = endpoints.first().cloned();
+        self.endpoints = endpoints;
         self.path_style = true;
         Ok(())
     }
@@ -322,6 +351,21 @@ fn profile_files(get: &dyn Fn(&str) -> Option<String>) -> EnvConfigFiles {
         b = b.with_file(EnvConfigFileKind::Credentials, p);
     }
     b.build()
+}
+
+/// A list of endpoints (`S3_ENDPOINT_URIS`, `--endpoints`): each as `parse_endpoint`, empty
+/// entries skipped, at least one.
+fn parse_endpoints<'a>(var: &str, urls: impl IntoIterator<Item = &'a str>) -> Result<Vec<Url>> {
+    let urls = urls
+        .into_iter()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| parse_endpoint(var, u))
+        .collect::<Result<Vec<_>>>()?;
+    if urls.is_empty() {
+        return Err(Error::config(var, "names no endpoint"));
+    }
+    Ok(urls)
 }
 
 fn parse_endpoint(var: &str, v: &str) -> Result<Url> {
@@ -513,6 +557,33 @@ mod tests {
             .set_endpoint("--endpoint", "http://u:hunter2@[bad")
             .unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn s3_endpoint_uris_lists_every_endpoint_and_names_a_bad_one() {
+        let c = resolve(&[
+            ("AWS_ENDPOINT_URL_S3", "http://single:9000"),
+            (
+                "S3_ENDPOINT_URIS",
+                "http://n1:9000, http://n2:9000,,http://n3:9000",
+            ),
+            ("AWS_ACCESS_KEY_ID", "ak"),
+            ("AWS_SECRET_ACCESS_KEY", "sk"),
+        ])
+        .await
+        .unwrap();
+        let hosts: Vec<_> = c.endpoints.iter().filter_map(|u| u.host_str()).collect();
+        assert_eq!(hosts, ["n1", "n2", "n3"]);
+        assert_eq!(c.endpoint.as_ref().unwrap().host_str(), Some("n1"));
+        assert!(c.path_style);
+        let e = resolve(&[("S3_ENDPOINT_URIS", "http://n1:9000,ftp//nope")])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("S3_ENDPOINT_URIS") && e.contains("nope"), "{e}");
+        let mut cfg = c.clone();
+        let e = cfg.set_endpoints("--endpoints", [" ", ""]).unwrap_err();
+        assert!(e.to_string().contains("--endpoints"), "{e}");
     }
 
     #[tokio::test]

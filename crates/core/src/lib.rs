@@ -17,6 +17,7 @@ pub mod reply;
 pub mod resume;
 pub mod retry;
 pub mod segment;
+pub mod spread;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
@@ -31,6 +32,7 @@ pub use range::{ByteRange, RangePlanner};
 pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
 pub use retry::RetryPolicy;
 pub use segment::{Segment, SegmentError, SegmentedBuffer};
+pub use spread::{EndpointStats, Spread};
 pub use store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
 pub use upload::{ObjectWriter, WriteInfo, WriteOptions};
 pub use uri::{ObjectUri, Scheme};

@@ -73,7 +73,7 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None, connect_timeout=None, first_byte_timeout=None))]
+    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None, connect_timeout=None, first_byte_timeout=None, endpoints=None))]
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         py: Python<'_>,
@@ -84,10 +84,15 @@ impl Client {
         max_attempts: Option<u32>,
         connect_timeout: Option<f64>,
         first_byte_timeout: Option<f64>,
+        endpoints: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let mut cfg: StoreConfig = block(py, StoreConfig::from_env())?;
         if let Some(e) = endpoint {
             cfg.set_endpoint("endpoint", e).map_err(to_py)?;
+        }
+        if let Some(list) = &endpoints {
+            cfg.set_endpoints("endpoints", list.iter().map(String::as_str))
+                .map_err(to_py)?;
         }
         if let Some(r) = region {
             cfg.set_region("region", r).map_err(to_py)?;
@@ -288,7 +293,7 @@ pub fn default_client(py: Python<'_>) -> PyResult<Py<Client>> {
         .get_or_try_init(|| {
             Py::new(
                 py,
-                Client::new(py, None, None, None, None, None, None, None)?,
+                Client::new(py, None, None, None, None, None, None, None, None)?,
             )
         })
         .map(|c| c.clone_ref(py))

@@ -213,7 +213,7 @@ impl Loader {
             }
             (Some(c), None) => c.get().store()?,
             (None, Some(b)) => {
-                Client::new(py, Some(b), None, None, None, None, None, None)?.store()?
+                Client::new(py, Some(b), None, None, None, None, None, None, None)?.store()?
             }
             (None, None) => default_client(py)?.get().store()?,
         };

@@ -196,3 +196,19 @@ def test_objects_outlive_the_loader(server, client, prefix):
     gc.collect()
     for o in kept:
         assert bytes(memoryview(o)) == pattern(o.uri.split("/", 3)[3], 100_000)
+
+
+@pytest.mark.parametrize("backend", sluice.backends)
+def test_endpoints_spread_and_go_around_one_that_refuses(server, prefix, backend):
+    import socket
+
+    uris = server.fill(prefix, 6, 50_000)
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        dead = "http://127.0.0.1:%d" % s.getsockname()[1]
+    c = sluice.Client(backend=backend, endpoints=[dead, server.endpoint], max_attempts=3)
+    for _ in range(2):
+        objs = c.get_many(uris, max_in_flight=4)
+        assert [bytes(o) for o in objs] == [pattern(u.split("/", 3)[3], 50_000) for u in uris]
+    with pytest.raises(ValueError, match="endpoints"):
+        sluice.Client(endpoints=["", " "])

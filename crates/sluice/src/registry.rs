@@ -121,6 +121,18 @@ impl ObjectStore for SchemeRouter {
     }
 }
 
+/// The policy layer over wire `W`: spread over every endpoint when the configuration names
+/// several (`S3_ENDPOINT_URIS`, `--endpoints`), else straight to the one.
+#[cfg(any(feature = "hyper", feature = "awssdk", feature = "objectstore"))]
+fn s3<W: sluice_core::WireFromConfig>(cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
+    use sluice_core::{S3Store, Spread};
+    Ok(if cfg.endpoints.len() > 1 {
+        Arc::new(S3Store::<Spread<W>>::new(cfg)?)
+    } else {
+        Arc::new(S3Store::<W>::new(cfg)?)
+    })
+}
+
 // Without any S3 backend compiled in, `cfg` has nothing to build.
 #[cfg_attr(
     not(any(feature = "hyper", feature = "awssdk", feature = "objectstore")),
@@ -130,13 +142,11 @@ fn build(name: &str, option: &str, cfg: StoreConfig) -> Result<Arc<dyn ObjectSto
     let available = compiled().join(", ");
     match name {
         #[cfg(feature = "hyper")]
-        "hyper" => Ok(Arc::new(sluice_backend_hyper::HyperStore::new(cfg)?)),
+        "hyper" => s3::<sluice_backend_hyper::HyperWire>(cfg),
         #[cfg(feature = "awssdk")]
-        "awssdk" => Ok(Arc::new(sluice_backend_awssdk::AwsSdkStore::new(cfg)?)),
+        "awssdk" => s3::<sluice_backend_awssdk::AwsSdkWire>(cfg),
         #[cfg(feature = "objectstore")]
-        "objectstore" => Ok(Arc::new(
-            sluice_backend_objectstore::ObjectStoreBackend::new(cfg)?,
-        )),
+        "objectstore" => s3::<sluice_backend_objectstore::ObjectStoreWire>(cfg),
         n if KNOWN.contains(&n) => Err(Error::config(
             option,
             format!(

@@ -66,6 +66,9 @@ pub(super) fn worker_row(
         if let Some(e) = &store.endpoint {
             cmd.args(["--endpoint", e]);
         }
+        if !store.endpoints.is_empty() {
+            cmd.arg("--endpoints").arg(store.endpoints.join(","));
+        }
         if let Some(r) = &store.region {
             cmd.args(["--region", r]);
         }

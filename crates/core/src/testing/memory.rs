@@ -11,8 +11,8 @@ use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// Bytes per body frame, as a socket would deliver them.
@@ -43,7 +43,8 @@ struct State {
 #[derive(Debug)]
 pub struct MemoryWire {
     cfg: StoreConfig,
-    state: Mutex<State>,
+    /// Shared by the nodes of one cluster (`another_node`).
+    state: Arc<Mutex<State>>,
     page_size: usize,
     latency: Duration,
     in_flight: AtomicUsize,
@@ -54,7 +55,7 @@ impl WireFromConfig for MemoryWire {
     fn from_config(cfg: StoreConfig) -> Result<Self> {
         Ok(Self {
             cfg,
-            state: Mutex::default(),
+            state: Arc::default(),
             page_size: 1000,
             latency: Duration::ZERO,
             in_flight: AtomicUsize::new(0),
@@ -79,6 +80,19 @@ impl MemoryWire {
     /// no latency.
     pub fn new(cfg: StoreConfig) -> Self {
         Self::from_config(cfg).expect("a memory wire always builds")
+    }
+
+    /// Another node of the same store: the same objects and uploads, its own latency
+    /// and counters (for the endpoints of one cluster).
+    pub fn another_node(&self) -> Self {
+        Self {
+            cfg: self.cfg.clone(),
+            state: self.state.clone(),
+            page_size: self.page_size,
+            latency: self.latency,
+            in_flight: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
     }
 
     /// Listing pages of `n` entries (at least 1), to exercise pagination.

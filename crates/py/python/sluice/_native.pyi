@@ -101,6 +101,7 @@ class Client:
         max_attempts: Optional[int] = None,
         connect_timeout: Optional[float] = None,
         first_byte_timeout: Optional[float] = None,
+        endpoints: Optional[Sequence[str]] = None,
     ) -> Client: ...
     @property
     def backend(self) -> str: ...

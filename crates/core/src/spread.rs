@@ -1,0 +1,363 @@
+//! One store behind several endpoints (`S3_ENDPOINT_URIS`): `Spread` is a `Wire` over one
+//! wire per endpoint. Each attempt goes to the endpoint with the fewest requests in flight
+//! (ties in turn), so a fast node takes more; an endpoint that refuses, resets or times
+//! out is avoided for a while (backing off, doubling) and the attempt's retry — `S3Store`'s,
+//! within the same budget, resumed and pinned to the same version with If-Match like any
+//! other — goes to another. An answer from the server (404, 503 SlowDown, ...) says the
+//! node is alive and marks nothing.
+
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::listing::ListPage;
+use crate::multipart::MultipartApi;
+use crate::resume::{BodySink, GetAttempt, GetRequest};
+use crate::store::ObjectMeta;
+use crate::uri::ObjectUri;
+use crate::wire::{Wire, WireFromConfig};
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use url::Url;
+
+/// How long an endpoint is avoided after its first connection failure; doubled for each
+/// failure in a row, up to `MAX_DOWN`. Short, because a reset may be one connection's
+/// trouble, not the node's.
+const FIRST_DOWN: Duration = Duration::from_millis(200);
+/// The longest an endpoint is avoided: a node that comes back is used again within this.
+const MAX_DOWN: Duration = Duration::from_secs(10);
+
+/// What one endpoint has done so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// The endpoint.
+    pub url: Url,
+    /// Attempts sent to it.
+    pub requests: u64,
+    /// Attempts that failed to reach it (refused, reset, timed out).
+    pub failures: u64,
+    /// Attempts in flight now.
+    pub in_flight: usize,
+    /// Whether it is being avoided now.
+    pub down: bool,
+}
+
+#[derive(Debug)]
+struct Endpoint<W> {
+    url: Url,
+    wire: W,
+    in_flight: AtomicUsize,
+    requests: AtomicU64,
+    failures: AtomicU64,
+    /// Failures in a row and until when the endpoint is avoided.
+    down: Mutex<(u32, Option<Instant>)>,
+}
+
+impl<W> Endpoint<W> {
+    fn down_until(&self) -> Option<Instant> {
+        self.down.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// Counts an attempt in flight until the guard drops.
+    fn enter(&self) -> InFlight<'_, W> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(self)
+    }
+
+    /// Records how an attempt ended and hands its result on.
+    fn settle<T>(&self, result: Result<T>) -> Result<T> {
+        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        match &result {
+            Err(e) if unreachable(e) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                down.0 = down.0.saturating_add(1);
+                let wait = FIRST_DOWN
+                    .saturating_mul(1u32 << (down.0 - 1).min(16))
+                    .min(MAX_DOWN);
+                down.1 = Some(Instant::now() + wait);
+                tracing::warn!(endpoint = %self.url, error = %e, ?wait, "endpoint avoided");
+            }
+            // Any answer from the node (an error status included) shows it is up.
+            _ => *down = (0, None),
+        }
+        result
+    }
+}
+
+/// An attempt that did not reach the endpoint's server at all.
+fn unreachable(e: &Error) -> bool {
+    matches!(e, Error::Transport { .. } | Error::Timeout { .. })
+}
+
+struct InFlight<'a, W>(&'a Endpoint<W>);
+
+impl<W> Drop for InFlight<'_, W> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A wire over one wire per endpoint (see the module).
+#[derive(Debug)]
+pub struct Spread<W> {
+    endpoints: Vec<Endpoint<W>>,
+    cfg: StoreConfig,
+    turn: AtomicUsize,
+}
+
+impl<W: WireFromConfig> WireFromConfig for Spread<W> {
+    /// One wire per endpoint of `cfg.endpoints` (or the one endpoint), each configured as
+    /// `cfg` but for its endpoint.
+    fn from_config(cfg: StoreConfig) -> Result<Self> {
+        let urls = if cfg.endpoints.is_empty() {
+            vec![cfg.endpoint_url()]
+        } else {
+            cfg.endpoints.clone()
+        };
+        let wires = urls
+            .into_iter()
+            .map(|url| {
+                let mut one = cfg.clone();
+                one.endpoint = Some(url.clone());
+                one.endpoints = Vec::new();
+                Ok((url, W::from_config(one)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self::new(cfg, wires))
+    }
+}
+
+impl<W> Spread<W> {
+    /// Over `wires`, one per endpoint (at least one), with the policy of `cfg`.
+    pub fn new(cfg: StoreConfig, wires: Vec<(Url, W)>) -> Self {
+        assert!(!wires.is_empty(), "a store needs an endpoint");
+        Self {
+            endpoints: wires
+                .into_iter()
+                .map(|(url, wire)| Endpoint {
+                    url,
+                    wire,
+                    in_flight: AtomicUsize::new(0),
+                    requests: AtomicU64::new(0),
+                    failures: AtomicU64::new(0),
+                    down: Mutex::new((0, None)),
+                })
+                .collect(),
+            cfg,
+            turn: AtomicUsize::new(0),
+        }
+    }
+
+    /// Each endpoint's counters, in the configured order.
+    pub fn stats(&self) -> Vec<EndpointStats> {
+        let now = Instant::now();
+        self.endpoints
+            .iter()
+            .map(|e| EndpointStats {
+                url: e.url.clone(),
+                requests: e.requests.load(Ordering::Relaxed),
+                failures: e.failures.load(Ordering::Relaxed),
+                in_flight: e.in_flight.load(Ordering::Relaxed),
+                down: e.down_until().is_some_and(|t| t > now),
+            })
+            .collect()
+    }
+
+    /// The wire of endpoint `i` (in the configured order).
+    pub fn wire(&self, i: usize) -> &W {
+        &self.endpoints[i].wire
+    }
+
+    /// The endpoint for the next attempt: among those not being avoided (or, when all are,
+    /// the one whose wait ends first), the fewest in flight, ties taken in turn.
+    fn pick(&self) -> &Endpoint<W> {
+        let now = Instant::now();
+        let n = self.endpoints.len();
+        let start = self.turn.fetch_add(1, Ordering::Relaxed);
+        let in_turn = (0..n).map(|k| &self.endpoints[(start + k) % n]);
+        let up = in_turn
+            .clone()
+            .filter(|e| e.down_until().is_none_or(|t| t <= now))
+            .min_by_key(|e| e.in_flight.load(Ordering::Relaxed));
+        up.unwrap_or_else(|| {
+            in_turn
+                .min_by_key(|e| e.down_until())
+                .expect("at least one endpoint")
+        })
+    }
+}
+
+#[async_trait]
+impl<W: Wire> GetAttempt for Spread<W> {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.get_attempt(req, sink).await)
+    }
+}
+
+#[async_trait]
+impl<W: Wire> MultipartApi for Spread<W> {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.put_object(uri, data).await)
+    }
+
+    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.create_upload(uri).await)
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<Option<String>> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.upload_part(uri, upload_id, part_number, data).await)
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<Option<String>> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.complete_upload(uri, upload_id, parts).await)
+    }
+
+    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.abort_upload(uri, upload_id).await)
+    }
+
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.head_object(uri).await)
+    }
+}
+
+#[async_trait]
+impl<W: Wire> Wire for Spread<W> {
+    fn backend(&self) -> &'static str {
+        self.endpoints[0].wire.backend()
+    }
+
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.list_page(prefix, recursive, token).await)
+    }
+
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.settle(ep.wire.delete_once(uri).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::Segment;
+    use crate::store::{GetOptions, ObjectStore};
+    use crate::testing::{self, Faulty, MemoryWire, Op, reset};
+    use crate::wire::S3Store;
+
+    /// A store over `n` nodes of one in-memory cluster, each behind a `Faulty`.
+    fn cluster(n: usize, latency: Duration) -> S3Store<Spread<Faulty<MemoryWire>>> {
+        let mut cfg = testing::config();
+        cfg.max_connections = 64;
+        let first = MemoryWire::new(cfg.clone()).with_latency(latency);
+        let wires = (0..n)
+            .map(|i| {
+                let url: Url = format!("http://node{i}.invalid").parse().unwrap();
+                (url, Faulty::new(first.another_node()))
+            })
+            .collect();
+        S3Store::over(Spread::new(cfg, wires))
+    }
+
+    fn uri(key: &str) -> ObjectUri {
+        ObjectUri::parse(&format!("s3://bkt/{key}")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_spread_over_every_endpoint() {
+        let s = cluster(3, Duration::from_millis(20));
+        s.wire().wire(0).inner().insert(&uri("a"), vec![7u8; 1000]);
+        let a = uri("a");
+        let gets = (0..12).map(|_| s.get(&a, None));
+        for got in futures::future::join_all(gets).await {
+            assert_eq!(got.unwrap().len(), 1000);
+        }
+        let per_node: Vec<u64> = s.wire().stats().iter().map(|e| e.requests).collect();
+        assert_eq!(per_node, [4, 4, 4], "least outstanding requests first");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_endpoint_is_avoided_and_its_attempts_go_elsewhere() {
+        let s = cluster(3, Duration::ZERO);
+        s.wire().wire(0).inner().insert(&uri("a"), vec![1u8; 100]);
+        s.wire().wire(1).fail(Op::Head, 1000, reset);
+        s.wire().wire(1).fail(Op::Get, 1000, reset);
+        for _ in 0..30 {
+            assert_eq!(s.head(&uri("a")).await.unwrap().size, 100);
+            assert_eq!(s.get(&uri("a"), None).await.unwrap().len(), 100);
+        }
+        let stats = s.wire().stats();
+        assert!(stats[1].down, "{stats:?}");
+        // Reached once, then avoided for longer than this test runs.
+        assert_eq!(stats[1].failures, 1, "{stats:?}");
+        assert_eq!(stats[0].requests + stats[2].requests, 60, "{stats:?}");
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_on_one_endpoint_resumes_on_another_pinned_to_its_version() {
+        let s = cluster(2, Duration::ZERO);
+        let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
+        s.wire().wire(0).inner().insert(&uri("a"), data.clone());
+        s.wire().wire(0).inner().cut_bodies(100_000, 1);
+        let mut seg = Segment::growable();
+        let info = s
+            .get_into_with(&uri("a"), &GetOptions::default(), &mut seg)
+            .await
+            .unwrap();
+        assert_eq!(info.attempts, 2);
+        assert_eq!(seg.freeze().unwrap(), data);
+        let stats = s.wire().stats();
+        assert_eq!((stats[0].requests, stats[1].requests), (1, 1), "{stats:?}");
+    }
+
+    #[tokio::test]
+    async fn when_every_endpoint_is_down_the_retry_budget_still_decides() {
+        let s = cluster(2, Duration::ZERO);
+        for i in 0..2 {
+            s.wire().wire(i).fail(Op::Head, 1000, reset);
+        }
+        let e = s.head(&uri("a")).await.unwrap_err();
+        assert!(matches!(e, Error::Transport { .. }), "{e:?}");
+        let sent: u64 = s.wire().stats().iter().map(|e| e.requests).sum();
+        assert_eq!(sent, u64::from(testing::config().retry.max_attempts));
+    }
+}
