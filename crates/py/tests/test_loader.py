@@ -6,6 +6,7 @@ import pickle
 import pytest
 
 import sluice
+import sluice.testing
 from sluice.testing import pattern
 
 
@@ -188,16 +189,17 @@ def test_a_second_epoch_reuses_the_first_epochs_memory(server, client, prefix):
     assert second <= first
 
 
-def test_ctrl_c_interrupts_a_stalled_wait(server, client, prefix, monkeypatch):
+def test_ctrl_c_interrupts_a_stalled_wait(prefix):
     import _thread
     import threading
     import time
 
-    uris = server.fill(prefix, 1, 100_000)
-    # More stalls than one request takes: a stray request of an earlier test (the server is
-    # the session's) must not use up the only one (seen once in a full run).
-    server.inject("stall", count=3, after_bytes=0, seconds=8.0)
-    try:
+    # A server of its own: on the session's, requests of other tests' leftovers could take
+    # the injected stalls (this failed in some full runs and never alone).
+    with sluice.testing.TestServer() as server, sluice.testing.environment(server):
+        client = sluice.Client(max_attempts=3)
+        uris = server.fill(prefix, 1, 100_000)
+        server.inject("stall", count=3, after_bytes=0, seconds=8.0)
         loader = sluice.Loader(sluice.Dataset.from_uris(uris), client=client)
         threading.Timer(0.3, _thread.interrupt_main).start()
         t0 = time.monotonic()
@@ -214,5 +216,4 @@ def test_ctrl_c_interrupts_a_stalled_wait(server, client, prefix, monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             client.get(uris[0])
         assert time.monotonic() - t0 < 4
-    finally:
         server.clear_faults()
