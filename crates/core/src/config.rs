@@ -354,13 +354,29 @@ fn profile_files(get: &dyn Fn(&str) -> Option<String>) -> EnvConfigFiles {
 }
 
 /// A list of endpoints (`S3_ENDPOINT_URIS`, `--endpoints`): each as `parse_endpoint`, empty
-/// entries skipped, at least one.
+/// entries skipped, at least one. s3dlio's form of an entry, `s3://host:port/bucket/`, is
+/// read as s3dlio reads it: the endpoint `http://host:port` (`https` on port 443).
 fn parse_endpoints<'a>(var: &str, urls: impl IntoIterator<Item = &'a str>) -> Result<Vec<Url>> {
     let urls = urls
         .into_iter()
         .map(str::trim)
         .filter(|u| !u.is_empty())
-        .map(|u| parse_endpoint(var, u))
+        .map(|u| match u.strip_prefix("s3://") {
+            Some(rest) => {
+                let authority = rest.split('/').next().unwrap_or_default();
+                match authority.rsplit_once(':') {
+                    Some((_, port)) if port.parse::<u16>().is_ok() => {
+                        let scheme = if port == "443" { "https" } else { "http" };
+                        parse_endpoint(var, &format!("{scheme}://{authority}"))
+                    }
+                    _ => Err(Error::config(
+                        var,
+                        format!("{u:?} names a bucket, not an endpoint (give http://host:port or s3://host:port/)"),
+                    )),
+                }
+            }
+            None => parse_endpoint(var, u),
+        })
         .collect::<Result<Vec<_>>>()?;
     if urls.is_empty() {
         return Err(Error::config(var, "names no endpoint"));
@@ -576,6 +592,22 @@ mod tests {
         assert_eq!(hosts, ["n1", "n2", "n3"]);
         assert_eq!(c.endpoint.as_ref().unwrap().host_str(), Some("n1"));
         assert!(c.path_style);
+        let s3dlio_style = resolve(&[(
+            "S3_ENDPOINT_URIS",
+            "s3://10.0.0.1:9000/bkt/,s3://n2:443/bkt/",
+        )])
+        .await
+        .unwrap();
+        let urls: Vec<&str> = s3dlio_style.endpoints.iter().map(Url::as_str).collect();
+        assert_eq!(urls, ["http://10.0.0.1:9000/", "https://n2/"]);
+        let e = resolve(&[("S3_ENDPOINT_URIS", "s3://just-a-bucket/")])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("S3_ENDPOINT_URIS") && e.contains("names a bucket"),
+            "{e}"
+        );
         let e = resolve(&[("S3_ENDPOINT_URIS", "http://n1:9000,ftp//nope")])
             .await
             .unwrap_err()
