@@ -172,6 +172,11 @@ impl<'a> BodySink<'a> {
             .map_err(|e| Error::integrity(self.uri.to_string(), e.to_string()))
     }
 
+    /// Bytes written into the segment so far (by this and earlier attempts).
+    pub fn written(&self) -> u64 {
+        self.seg.written() as u64
+    }
+
     /// The head recorded by `begin`; `None` until a response head arrived.
     pub fn head(&self) -> Option<&ResponseHead> {
         self.head.as_ref()

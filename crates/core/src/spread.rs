@@ -37,6 +37,10 @@ pub struct EndpointStats {
     pub requests: u64,
     /// Attempts that failed to reach it (refused, reset, timed out).
     pub failures: u64,
+    /// Body bytes received from it.
+    pub bytes_read: u64,
+    /// Body bytes sent to it (PUTs and parts).
+    pub bytes_written: u64,
     /// Attempts in flight now.
     pub in_flight: usize,
     /// Whether it is being avoided now.
@@ -50,6 +54,8 @@ struct Endpoint<W> {
     in_flight: AtomicUsize,
     requests: AtomicU64,
     failures: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
     /// Failures in a row and until when the endpoint is avoided.
     down: Mutex<(u32, Option<Instant>)>,
 }
@@ -142,6 +148,8 @@ impl<W> Spread<W> {
                     in_flight: AtomicUsize::new(0),
                     requests: AtomicU64::new(0),
                     failures: AtomicU64::new(0),
+                    bytes_read: AtomicU64::new(0),
+                    bytes_written: AtomicU64::new(0),
                     down: Mutex::new((0, None)),
                 })
                 .collect(),
@@ -159,6 +167,8 @@ impl<W> Spread<W> {
                 url: e.url.clone(),
                 requests: e.requests.load(Ordering::Relaxed),
                 failures: e.failures.load(Ordering::Relaxed),
+                bytes_read: e.bytes_read.load(Ordering::Relaxed),
+                bytes_written: e.bytes_written.load(Ordering::Relaxed),
                 in_flight: e.in_flight.load(Ordering::Relaxed),
                 down: e.down_until().is_some_and(|t| t > now),
             })
@@ -194,7 +204,11 @@ impl<W: Wire> GetAttempt for Spread<W> {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.get_attempt(req, sink).await)
+        let before = sink.written();
+        let result = ep.wire.get_attempt(req, sink).await;
+        ep.bytes_read
+            .fetch_add(sink.written().saturating_sub(before), Ordering::Relaxed);
+        ep.settle(result)
     }
 }
 
@@ -203,6 +217,8 @@ impl<W: Wire> MultipartApi for Spread<W> {
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let ep = self.pick();
         let _counted = ep.enter();
+        ep.bytes_written
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         ep.settle(ep.wire.put_object(uri, data).await)
     }
 
@@ -221,6 +237,8 @@ impl<W: Wire> MultipartApi for Spread<W> {
     ) -> Result<Option<String>> {
         let ep = self.pick();
         let _counted = ep.enter();
+        ep.bytes_written
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
         ep.settle(ep.wire.upload_part(uri, upload_id, part_number, data).await)
     }
 
@@ -256,6 +274,10 @@ impl<W: Wire> Wire for Spread<W> {
 
     fn config(&self) -> &StoreConfig {
         &self.cfg
+    }
+
+    fn endpoint_stats(&self) -> Vec<EndpointStats> {
+        self.stats()
     }
 
     async fn list_page(
@@ -313,6 +335,8 @@ mod tests {
         }
         let per_node: Vec<u64> = s.wire().stats().iter().map(|e| e.requests).collect();
         assert_eq!(per_node, [4, 4, 4], "least outstanding requests first");
+        let read: Vec<u64> = s.endpoint_stats().iter().map(|e| e.bytes_read).collect();
+        assert_eq!(read, [4000, 4000, 4000]);
     }
 
     #[tokio::test]

@@ -123,6 +123,12 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// The backend's name as `S3_BACKEND` spells it.
     fn backend(&self) -> &'static str;
 
+    /// What each endpoint has served, for a store over several (`StoreConfig::endpoints`);
+    /// empty for one that does not count per endpoint.
+    fn endpoint_stats(&self) -> Vec<crate::spread::EndpointStats> {
+        Vec::new()
+    }
+
     /// The object's size, ETag and modification time, without its body (a HEAD request).
     /// A missing object is `Error::NotFound`.
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;

@@ -37,6 +37,11 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
     /// The configuration the wire was built from: `S3Store` takes its policy from it.
     fn config(&self) -> &StoreConfig;
 
+    /// What each endpoint has served (`Spread`); empty for a wire of one endpoint.
+    fn endpoint_stats(&self) -> Vec<crate::spread::EndpointStats> {
+        Vec::new()
+    }
+
     /// One ListObjectsV2 page of keys under `prefix`'s key, from `token` (`None`: the first
     /// page); `recursive = false` groups keys below the next `/` into prefixes.
     async fn list_page(
@@ -189,6 +194,10 @@ impl<W: Wire> MultipartApi for Limited<W> {
 impl<W: Wire> ObjectStore for S3Store<W> {
     fn backend(&self) -> &'static str {
         self.inner.wire.backend()
+    }
+
+    fn endpoint_stats(&self) -> Vec<crate::spread::EndpointStats> {
+        self.inner.wire.endpoint_stats()
     }
 
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {

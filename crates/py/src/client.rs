@@ -127,6 +127,26 @@ impl Client {
         self.store.backend()
     }
 
+    /// What each endpoint has served, for a client made with `endpoints=` (or with
+    /// S3_ENDPOINT_URIS set); empty otherwise.
+    fn endpoint_stats<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.store
+            .endpoint_stats()
+            .into_iter()
+            .map(|e| {
+                let d = PyDict::new(py);
+                d.set_item("url", e.url.as_str())?;
+                d.set_item("requests", e.requests)?;
+                d.set_item("failures", e.failures)?;
+                d.set_item("bytes_read", e.bytes_read)?;
+                d.set_item("bytes_written", e.bytes_written)?;
+                d.set_item("in_flight", e.in_flight)?;
+                d.set_item("down", e.down)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
     /// The whole object.
     fn get(&self, py: Python<'_>, uri: &str) -> PyResult<Object> {
         let store = self.store()?;

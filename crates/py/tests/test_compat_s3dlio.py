@@ -387,3 +387,44 @@ def test_sluice_dlio_writes_a_bin_dir_for_mlpstorage(tmp_path):
     assert os.path.basename(path) == "dlio_benchmark" and os.access(path, os.X_OK)
     text = open(path).read()
     assert "-m sluice.compat.alias -m dlio_benchmark.main" in text and sys.executable in text
+
+
+def test_multi_endpoint_store_spreads_counts_and_goes_around_a_dead_endpoint(server, prefix):
+    import asyncio
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        dead = "http://127.0.0.1:%d" % s.getsockname()[1]
+    store = s3dlio.create_multi_endpoint_store(uris=[server.endpoint, dead], strategy="least_connections")
+    assert store.endpoint_count() == 2 and store.strategy() == "least_connections"
+    uri = f"s3://{server.bucket}/{prefix}obj"
+    data = pattern("x", 200_000)
+
+    async def round_trips():
+        for _ in range(4):
+            await store.put(uri, data)
+            assert bytes(await store.get(uri)) == data
+            assert bytes(await store.get_range(uri, 10, 5)) == data[10:15]
+        assert await store.list(f"s3://{server.bucket}/{prefix}", True) == [uri]
+        await store.delete(uri)
+
+    asyncio.run(round_trips())
+    per = store.get_endpoint_stats()
+    assert [e["uri"].rstrip("/") for e in per] == [server.endpoint, dead]
+    assert per[0]["bytes_written"] == 4 * len(data) and per[0]["bytes_read"] >= 4 * len(data)
+    assert per[1]["error_count"] >= 1 and per[1]["bytes_read"] == 0
+    total = store.get_stats()  # mlpstorage's name for the totals
+    assert total == store.get_total_stats() and total["bytes_written"] == 4 * len(data)
+
+    # s3dlio's own form of an endpoint: s3://host:port/bucket/, relative paths under it.
+    host = server.endpoint.split("://", 1)[1]
+    s3_style = s3dlio.create_multi_endpoint_store([f"s3://{host}/{server.bucket}/{prefix}"])
+    server.insert(prefix + "rel", b"relative")
+    assert bytes(asyncio.run(s3_style.get("rel"))) == b"relative"
+    assert bytes(asyncio.run(s3_style.get(f"s3://{host}/{server.bucket}/{prefix}rel"))) == b"relative"
+
+    with pytest.raises(RuntimeError, match="Invalid strategy 'fastest'"):
+        s3dlio.create_multi_endpoint_store([server.endpoint], strategy="fastest")
+    with pytest.raises(RuntimeError, match="at least one endpoint"):
+        s3dlio.create_multi_endpoint_store([])

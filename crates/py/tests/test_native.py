@@ -210,5 +210,11 @@ def test_endpoints_spread_and_go_around_one_that_refuses(server, prefix, backend
     for _ in range(2):
         objs = c.get_many(uris, max_in_flight=4)
         assert [bytes(o) for o in objs] == [pattern(u.split("/", 3)[3], 50_000) for u in uris]
+    stats = c.endpoint_stats()
+    assert [e["url"].rstrip("/") for e in stats] == [dead, server.endpoint]
+    assert set(stats[0]) == set(sluice.EndpointStats.__annotations__)
+    assert stats[0]["failures"] >= 1 and stats[0]["bytes_read"] == 0
+    assert stats[1]["bytes_read"] == 2 * 6 * 50_000 and stats[1]["failures"] == 0
+    assert sluice.Client(endpoint=server.endpoint).endpoint_stats() == []
     with pytest.raises(ValueError, match="endpoints"):
         sluice.Client(endpoints=["", " "])

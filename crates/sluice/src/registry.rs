@@ -87,6 +87,10 @@ impl ObjectStore for SchemeRouter {
         self.s3.backend()
     }
 
+    fn endpoint_stats(&self) -> Vec<sluice_core::EndpointStats> {
+        self.s3.endpoint_stats()
+    }
+
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         self.pick(uri).head(uri).await
     }
@@ -121,12 +125,13 @@ impl ObjectStore for SchemeRouter {
     }
 }
 
-/// The policy layer over wire `W`: spread over every endpoint when the configuration names
-/// several (`S3_ENDPOINT_URIS`, `--endpoints`), else straight to the one.
+/// The policy layer over wire `W`: spread over the endpoints when the configuration lists
+/// them (`S3_ENDPOINT_URIS`, `--endpoints`; counted per endpoint even if there is one), else
+/// straight to the one.
 #[cfg(any(feature = "hyper", feature = "awssdk", feature = "objectstore"))]
 fn s3<W: sluice_core::WireFromConfig>(cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
     use sluice_core::{S3Store, Spread};
-    Ok(if cfg.endpoints.len() > 1 {
+    Ok(if !cfg.endpoints.is_empty() {
         Arc::new(S3Store::<Spread<W>>::new(cfg)?)
     } else {
         Arc::new(S3Store::<W>::new(cfg)?)

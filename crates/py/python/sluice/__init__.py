@@ -31,7 +31,7 @@ from ._native import (
     stat,
     writer,
 )
-from ._types import LoaderStats, StatResult, WriteResult
+from ._types import EndpointStats, LoaderStats, StatResult, WriteResult
 
 __all__ = [
     "Client",
@@ -41,6 +41,7 @@ __all__ = [
     "Object",
     "S3Error",
     "StatResult",
+    "EndpointStats",
     "WriteResult",
     "Writer",
     "backends",

@@ -4,7 +4,7 @@ keys (``tests/test_types.py`` checks that against the native module)."""
 
 from typing import Optional, TypedDict
 
-__all__ = ["StatResult", "LoaderStats", "WriteResult"]
+__all__ = ["StatResult", "LoaderStats", "WriteResult", "EndpointStats"]
 
 
 class StatResult(TypedDict):
@@ -53,3 +53,22 @@ class WriteResult(TypedDict):
     parts: int
     """Parts uploaded (1 for an object sent in one request)."""
     etag: Optional[str]
+
+
+class EndpointStats(TypedDict):
+    """``Client.endpoint_stats()``: what one endpoint of a client with several has served."""
+
+    url: str
+    """The endpoint."""
+    requests: int
+    """Attempts sent to it."""
+    failures: int
+    """Attempts that did not reach it (refused, reset, timed out)."""
+    bytes_read: int
+    """Body bytes received from it."""
+    bytes_written: int
+    """Body bytes sent to it (PUTs and parts)."""
+    in_flight: int
+    """Attempts in flight now."""
+    down: bool
+    """Whether it is being avoided now (after failing to answer)."""

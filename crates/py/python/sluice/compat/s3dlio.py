@@ -55,6 +55,7 @@ __all__ = [
     "create_direct_filesystem_writer",
     "create_azure_writer",
     "create_multi_endpoint_store",
+    "MultiEndpointStore",
     "configure_tokio_threads",
     "PyParquetIndex",
     "parquet_get_rg",
@@ -704,12 +705,113 @@ def create_direct_filesystem_writer(uri: str, options: Optional[PyWriterOptions]
     return _writer_for(uri, ("direct://",), "create_direct_filesystem_writer")
 
 
-def create_multi_endpoint_store(uris: Sequence[str], strategy: Optional[str] = None) -> Any:
-    """Not available yet: sluice reaches one endpoint per process (AWS_ENDPOINT_URL)."""
-    raise InvalidArgumentError(
-        f"create_multi_endpoint_store({_builtin_list(uris)!r}): several endpoints per process are not supported by "
-        "sluice yet; give each rank one endpoint (AWS_ENDPOINT_URL, or DLIO's S3_ENDPOINT_URIS with rank % n)"
-    )
+_STRATEGIES = ("round_robin", "least_connections")
+_MAX_ENDPOINTS = 32
+
+
+class MultiEndpointStore:
+    """s3dlio's store over several endpoints of one storage system (``create_multi_endpoint_store``).
+
+    Its I/O methods are coroutines, as s3dlio's are. sluice sends each request to the
+    endpoint with the fewest in flight whichever strategy is named (round robin is that, when
+    requests take equally long), and one that stops answering is avoided while the retry goes
+    to another. Endpoints are ``http(s)://host:port`` or s3dlio's ``s3://host:port/bucket/``;
+    with the latter, a relative path or a URI under any endpoint's prefix names the same
+    object on every endpoint, as in s3dlio.
+    """
+
+    def __init__(self, uris: Sequence[str], strategy: Optional[str]) -> None:
+        uris = [u.strip() for u in uris if u and u.strip()]
+        strategy = strategy or "round_robin"
+        if strategy not in _STRATEGIES:
+            raise InvalidArgumentError(f"Invalid strategy '{strategy}'. Use 'round_robin' or 'least_connections'")
+        if not uris:
+            raise InvalidArgumentError("Failed to create multi-endpoint store: requires at least one endpoint")
+        if len(uris) > _MAX_ENDPOINTS:
+            raise InvalidArgumentError(
+                f"Failed to create multi-endpoint store: {len(uris)} endpoints exceed the maximum of {_MAX_ENDPOINTS}"
+            )
+        schemes = {u.split("://", 1)[0] if "://" in u else "" for u in uris}
+        if len(schemes - {"http", "https"}) > 0 and len(schemes) > 1:
+            raise InvalidArgumentError(
+                f"Failed to create multi-endpoint store: all endpoints must use the same URI scheme, not {sorted(schemes)}"
+            )
+        self._uris = uris
+        self._strategy = strategy
+        # s3://host:port/bucket/prefix → (s3://host:port/, "bucket/prefix")
+        self._prefixes = [u for u in uris if u.startswith("s3://")]
+        kwargs: Dict[str, Any] = {
+            "endpoints": uris,
+            "max_attempts": _env_number("S3DLIO_MAX_RETRY_ATTEMPTS", int, 1),
+            "connect_timeout": _env_number("S3DLIO_CONNECT_TIMEOUT_SECS", float, 0.001),
+            "first_byte_timeout": _env_number("S3DLIO_OPERATION_TIMEOUT_SECS", float, 0.001),
+        }
+        self._client = _errors(sluice.Client)(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def _uri(self, uri: str) -> str:
+        """The object's ``s3://bucket/key``: a relative path is under the first endpoint's
+        prefix; an endpoint's prefix (``s3://host:port/``) is dropped."""
+        for p in self._prefixes:
+            host = p[len("s3://") :].split("/", 1)[0]
+            if uri.startswith(f"s3://{host}/"):
+                return "s3://" + uri[len(f"s3://{host}/") :]
+        if "://" not in uri and self._prefixes:
+            host, _, rest = self._prefixes[0][len("s3://") :].partition("/")
+            return "s3://" + rest + uri.lstrip("/")
+        return uri
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        import asyncio
+
+        return await asyncio.to_thread(_errors(fn), *args)
+
+    async def get(self, uri: str) -> Any:
+        return await self._run(self._client.get, self._uri(uri))
+
+    async def get_range(self, uri: str, offset: int, length: Optional[int] = None) -> Any:
+        return await self._run(self._client.get_range, self._uri(uri), offset, length)
+
+    async def put(self, uri: str, data: Any) -> None:
+        await self._run(self._client.put, self._uri(uri), data)
+
+    async def list(self, prefix: str, recursive: bool = False) -> List[str]:
+        return await self._run(self._client.list, self._uri(prefix), recursive)
+
+    async def delete(self, uri: str) -> None:
+        await self._run(self._client.delete, self._uri(uri))
+
+    def get_endpoint_stats(self) -> List[Dict[str, Any]]:
+        """Per endpoint, with s3dlio's keys."""
+        return [
+            {
+                "uri": e["url"],
+                "total_requests": e["requests"],
+                "bytes_read": e["bytes_read"],
+                "bytes_written": e["bytes_written"],
+                "error_count": e["failures"],
+                "active_requests": e["in_flight"],
+            }
+            for e in self._client.endpoint_stats()
+        ]
+
+    def get_total_stats(self) -> Dict[str, Any]:
+        per = self.get_endpoint_stats()
+        keys = ("total_requests", "bytes_read", "bytes_written", "error_count", "active_requests")
+        return {k: sum(e[k] for e in per) for k in keys}
+
+    # mlpstorage's checkpoint writer asks for this name.
+    get_stats = get_total_stats
+
+    def endpoint_count(self) -> int:
+        return len(self._uris)
+
+    def strategy(self) -> str:
+        return self._strategy
+
+
+def create_multi_endpoint_store(uris: Sequence[str], strategy: Optional[str] = None) -> MultiEndpointStore:
+    """A store over several endpoints of one storage system (see `MultiEndpointStore`)."""
+    return MultiEndpointStore(uris, strategy)
 
 
 def create_azure_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
