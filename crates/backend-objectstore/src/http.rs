@@ -1,7 +1,7 @@
 //! object_store's own reqwest client, with one hook: replies that object_store would turn
 //! into errors known only by their text come back as typed errors of ours, which
-//! `errors::map_error` finds in the source chain. Every status of 400 or more becomes an
-//! `ErrorReply` (with at most `MAX_ERROR_BODY` of its body: object_store would read an
+//! `errors::map_error` finds in the source chain. Every status of 400 or more (and a
+//! redirect reqwest did not follow) becomes an `ErrorReply` (with at most `MAX_ERROR_BODY` of its body: object_store would read an
 //! error body whole), and a 200 to a ranged request a `WholeObject`. With object_store's
 //! retries off (see `build`), nothing retries these before core's policy sees them.
 
@@ -65,7 +65,10 @@ impl HttpService for Service {
         if ranged && status == http::StatusCode::OK {
             return Err(HttpError::new(HttpErrorKind::Unknown, WholeObject));
         }
-        if status.as_u16() < 400 {
+        // reqwest has followed every redirect with a Location; one left (S3's 301
+        // PermanentRedirect to another region has none) is an answer to report, as hyper does.
+        let redirect = status.is_redirection() && status != http::StatusCode::NOT_MODIFIED;
+        if status.as_u16() < 400 && !redirect {
             return Ok(res);
         }
         let request_id = res

@@ -371,7 +371,10 @@ fn parse_endpoints<'a>(var: &str, urls: impl IntoIterator<Item = &'a str>) -> Re
                     }
                     _ => Err(Error::config(
                         var,
-                        format!("{u:?} names a bucket, not an endpoint (give http://host:port or s3://host:port/)"),
+                        format!(
+                            "{:?} names a bucket, not an endpoint (give http://host:port or s3://host:port/)",
+                            redact_userinfo(u)
+                        ),
                     )),
                 }
             }

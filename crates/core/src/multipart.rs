@@ -151,6 +151,9 @@ async fn complete(
                     {
                         Ok(meta.etag)
                     }
+                    // The HEAD itself failed for a while (503, reset): the outer loop repeats
+                    // Complete, whose NoSuchUpload brings the check back, within the budget.
+                    Err(head) if head.is_retryable() => Err(head),
                     _ => Err(Error::integrity(
                         uri.to_string(),
                         format!(

@@ -72,29 +72,57 @@ impl<W> Endpoint<W> {
         InFlight(self)
     }
 
-    /// Records how an attempt ended and hands its result on.
-    fn settle<T>(&self, result: Result<T>) -> Result<T> {
+    /// Records how an attempt ended and hands its result on. `answered`: a response head
+    /// arrived (a GET whose body then broke reached the node all the same).
+    fn settle<T>(&self, result: Result<T>, answered: bool) -> Result<T> {
         let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
         match &result {
-            Err(e) if unreachable(e) => {
+            Err(e) if !answered && unreachable(e) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
                 down.0 = down.0.saturating_add(1);
-                let wait = FIRST_DOWN
-                    .saturating_mul(1u32 << (down.0 - 1).min(16))
-                    .min(MAX_DOWN);
+                let wait = down_for(down.0);
                 down.1 = Some(Instant::now() + wait);
                 tracing::warn!(endpoint = %self.url, error = %e, ?wait, "endpoint avoided");
             }
             // Any answer from the node (an error status included) shows it is up.
-            _ => *down = (0, None),
+            Ok(_) => *down = (0, None),
+            Err(e) if answered || from_server(e) => *down = (0, None),
+            // Failures of our own (credentials, configuration) say nothing about the node.
+            Err(_) => {}
         }
         result
     }
+
+    /// Lets one attempt through to an endpoint whose wait is over but that has not answered
+    /// since it failed: the others keep avoiding it until this probe settles, so a node that
+    /// is still gone costs one attempt per wait, not a burst.
+    fn probe(&self, now: Instant) {
+        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        if down.0 > 0 && down.1.is_some_and(|t| t <= now) {
+            down.1 = Some(now + down_for(down.0));
+        }
+    }
+}
+
+/// How long an endpoint is avoided after `failures` failures in a row (at least one).
+fn down_for(failures: u32) -> Duration {
+    FIRST_DOWN
+        .saturating_mul(1u32 << (failures.max(1) - 1).min(16))
+        .min(MAX_DOWN)
 }
 
 /// An attempt that did not reach the endpoint's server at all.
 fn unreachable(e: &Error) -> bool {
     matches!(e, Error::Transport { .. } | Error::Timeout { .. })
+}
+
+/// An error the node's answer carried.
+fn from_server(e: &Error) -> bool {
+    match e {
+        Error::Service { .. } | Error::NotFound { .. } | Error::Integrity { .. } => true,
+        Error::PermissionDenied { status, .. } => *status != 0,
+        _ => false,
+    }
 }
 
 struct InFlight<'a, W>(&'a Endpoint<W>);
@@ -191,11 +219,13 @@ impl<W> Spread<W> {
             .clone()
             .filter(|e| e.down_until().is_none_or(|t| t <= now))
             .min_by_key(|e| e.in_flight.load(Ordering::Relaxed));
-        up.unwrap_or_else(|| {
+        let ep = up.unwrap_or_else(|| {
             in_turn
                 .min_by_key(|e| e.down_until())
                 .expect("at least one endpoint")
-        })
+        });
+        ep.probe(now);
+        ep
     }
 }
 
@@ -208,7 +238,8 @@ impl<W: Wire> GetAttempt for Spread<W> {
         let result = ep.wire.get_attempt(req, sink).await;
         ep.bytes_read
             .fetch_add(sink.written().saturating_sub(before), Ordering::Relaxed);
-        ep.settle(result)
+        let answered = sink.head().is_some();
+        ep.settle(result, answered)
     }
 }
 
@@ -219,13 +250,13 @@ impl<W: Wire> MultipartApi for Spread<W> {
         let _counted = ep.enter();
         ep.bytes_written
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        ep.settle(ep.wire.put_object(uri, data).await)
+        ep.settle(ep.wire.put_object(uri, data).await, false)
     }
 
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.create_upload(uri).await)
+        ep.settle(ep.wire.create_upload(uri).await, false)
     }
 
     async fn upload_part(
@@ -239,7 +270,10 @@ impl<W: Wire> MultipartApi for Spread<W> {
         let _counted = ep.enter();
         ep.bytes_written
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        ep.settle(ep.wire.upload_part(uri, upload_id, part_number, data).await)
+        ep.settle(
+            ep.wire.upload_part(uri, upload_id, part_number, data).await,
+            false,
+        )
     }
 
     async fn complete_upload(
@@ -250,19 +284,19 @@ impl<W: Wire> MultipartApi for Spread<W> {
     ) -> Result<Option<String>> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.complete_upload(uri, upload_id, parts).await)
+        ep.settle(ep.wire.complete_upload(uri, upload_id, parts).await, false)
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.abort_upload(uri, upload_id).await)
+        ep.settle(ep.wire.abort_upload(uri, upload_id).await, false)
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.head_object(uri).await)
+        ep.settle(ep.wire.head_object(uri).await, false)
     }
 }
 
@@ -288,13 +322,13 @@ impl<W: Wire> Wire for Spread<W> {
     ) -> Result<ListPage> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.list_page(prefix, recursive, token).await)
+        ep.settle(ep.wire.list_page(prefix, recursive, token).await, false)
     }
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.settle(ep.wire.delete_once(uri).await)
+        ep.settle(ep.wire.delete_once(uri).await, false)
     }
 }
 
@@ -371,6 +405,8 @@ mod tests {
         assert_eq!(seg.freeze().unwrap(), data);
         let stats = s.wire().stats();
         assert_eq!((stats[0].requests, stats[1].requests), (1, 1), "{stats:?}");
+        // It answered before its body broke: not a node that is gone.
+        assert!(!stats[0].down && stats[0].failures == 0, "{stats:?}");
     }
 
     #[tokio::test]

@@ -1,9 +1,10 @@
 //! Reading a list of objects at once, for front ends that want them all (Python's
-//! `get_many`): the loader, in the order given, with its ranged reads and shared pool.
+//! `get_many`): the loader, in the order given, one GET per object.
 
 use crate::dataset::Dataset;
 use crate::loader::{Loader, LoaderOptions, Object, Order};
-use sluice_core::{ObjectStore, ObjectUri, Result};
+use crate::pool::BufferPool;
+use sluice_core::{ObjectStore, ObjectUri, RangePlanner, Result};
 use std::sync::Arc;
 
 /// Every object of `uris` in the order given, `max_in_flight` at a time (at least one).
@@ -14,12 +15,19 @@ pub async fn get_many(
     max_in_flight: usize,
 ) -> Result<Vec<Object>> {
     let dataset = Dataset::from_uris(uris);
+    let prefetch = max_in_flight.max(1);
     let opts = LoaderOptions {
-        prefetch: max_in_flight.max(1),
+        prefetch,
         order: Order::Input,
         // Everything is kept until the end anyway, and a budget would first ask each
         // object's size with a HEAD.
         memory_budget: None,
+        // Sizes are unknown and every object is kept: one GET each into a buffer that grows
+        // to fit, not a chunk-sized buffer per small object.
+        range_threshold: RangePlanner::NEVER,
+        // Its own pool, gone with the call: kept objects must not leave idle buffers behind
+        // in the process's pool (which has no byte cap without a budget).
+        pool: Some(BufferPool::for_prefetch(prefetch, None)),
         ..LoaderOptions::default()
     };
     let mut loader = Loader::new(store, &dataset, opts)?;

@@ -90,6 +90,12 @@ impl Client {
         if let Some(e) = endpoint {
             cfg.set_endpoint("endpoint", e).map_err(to_py)?;
         }
+        if endpoint.is_some() && endpoints.is_some() {
+            return Err(value_error(
+                "endpoints",
+                "give endpoint= or endpoints=, not both",
+            ));
+        }
         if let Some(list) = &endpoints {
             cfg.set_endpoints("endpoints", list.iter().map(String::as_str))
                 .map_err(to_py)?;

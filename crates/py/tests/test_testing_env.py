@@ -83,3 +83,15 @@ def test_hostile_server(before):
         assert environ() == before
     finally:
         h.stop()
+
+
+def test_endpoint_variables_that_would_win_are_unset_for_the_block(monkeypatch):
+    from sluice.testing import TestServer, environment
+
+    monkeypatch.setenv("S3_ENDPOINT_URIS", "http://elsewhere:9000,http://other:9000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://elsewhere:9000")
+    with TestServer() as s, environment(s):
+        assert "S3_ENDPOINT_URIS" not in os.environ and "AWS_ENDPOINT_URL" not in os.environ
+        assert os.environ["AWS_ENDPOINT_URL_S3"] == s.endpoint
+    assert os.environ["S3_ENDPOINT_URIS"] == "http://elsewhere:9000,http://other:9000"
+    assert os.environ["AWS_ENDPOINT_URL"] == "http://elsewhere:9000"

@@ -66,6 +66,8 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
                 server.http.clone()
             });
             s.ca_bundle = Some(server.ca.clone());
+            // The embedded server is the one endpoint.
+            s.endpoints.clear();
             (
                 Some(server),
                 s,

@@ -31,9 +31,10 @@ def environment(
     extra: Optional[Mapping[str, str]] = None,
 ) -> Iterator[None]:
     """Points the AWS environment variables at ``server`` (its ``env()``; with ``https``, at
-    a TestServer's https endpoint) and sets ``extra`` too, for the duration. However the
-    block exits, each variable it set is put back as it was: its old value restored, or
-    removed if it was not set before."""
+    a TestServer's https endpoint) and sets ``extra`` too, for the duration; endpoint
+    variables that would win over the server's (``S3_ENDPOINT_URIS``, ``AWS_ENDPOINT_URL``)
+    are unset unless ``extra`` names them. However the block exits, each variable is put
+    back as it was: its old value restored, or removed if it was not set before."""
     env: Dict[str, str]
     if isinstance(server, TestServer):
         env = dict(server.env(https))
@@ -42,11 +43,16 @@ def environment(
     else:
         env = dict(server.env())
     env.update(extra or {})
+    # Variables that would point elsewhere and win over the server's (several endpoints;
+    # s3dlio's endpoint variable) are unset for the block unless `extra` sets them.
+    unset = [k for k in ("S3_ENDPOINT_URIS", "AWS_ENDPOINT_URL") if k not in env]
     saved: Dict[str, Optional[str]] = {}
     try:
         for k, v in env.items():
             saved[k] = os.environ.get(k)
             os.environ[k] = v
+        for k in unset:
+            saved[k] = os.environ.pop(k, None)
         yield
     finally:
         for k, old in saved.items():

@@ -746,7 +746,18 @@ class MultiEndpointStore:
             "connect_timeout": _env_number("S3DLIO_CONNECT_TIMEOUT_SECS", float, 0.001),
             "first_byte_timeout": _env_number("S3DLIO_OPERATION_TIMEOUT_SECS", float, 0.001),
         }
-        self._client = _errors(sluice.Client)(**{k: v for k, v in kwargs.items() if v is not None})
+        self._kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        self._clients: Dict[int, sluice.Client] = {}
+        self._client  # a bad endpoint fails here, not at the first request
+
+    @property
+    def _client(self) -> sluice.Client:
+        """This process's client for the endpoints (a forked child makes its own)."""
+        pid = os.getpid()
+        c = self._clients.get(pid)
+        if c is None:
+            c = self._clients[pid] = _errors(sluice.Client)(**self._kwargs)
+        return c
 
     def _uri(self, uri: str) -> str:
         """The object's ``s3://bucket/key``: a relative path is under the first endpoint's
@@ -756,8 +767,8 @@ class MultiEndpointStore:
             if uri.startswith(f"s3://{host}/"):
                 return "s3://" + uri[len(f"s3://{host}/") :]
         if "://" not in uri and self._prefixes:
-            host, _, rest = self._prefixes[0][len("s3://") :].partition("/")
-            return "s3://" + rest + uri.lstrip("/")
+            _, _, rest = self._prefixes[0][len("s3://") :].partition("/")
+            return "s3://" + rest.rstrip("/") + "/" + uri.lstrip("/")
         return uri
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -769,7 +780,8 @@ class MultiEndpointStore:
         return await self._run(self._client.get, self._uri(uri))
 
     async def get_range(self, uri: str, offset: int, length: Optional[int] = None) -> Any:
-        return await self._run(self._client.get_range, self._uri(uri), offset, length)
+        # As s3dlio (and this module's get_range): a length of 0 means to the end.
+        return await self._run(self._client.get_range, self._uri(uri), offset, length or None)
 
     async def put(self, uri: str, data: Any) -> None:
         await self._run(self._client.put, self._uri(uri), data)
