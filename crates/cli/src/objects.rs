@@ -233,6 +233,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     }
     pb.finish_and_clear();
     report_epochs(&epochs, store.backend(), a.json);
+    report_endpoints(&store.endpoint_stats(), a.json);
     // Never exit 0 having written fewer objects than were listed.
     if refused > 0 {
         return Err(Failure::Usage(format!(
@@ -270,6 +271,28 @@ fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: b
                 s.retries,
                 s.latency_p50.as_secs_f64() * 1e3,
                 s.latency_p99.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
+
+/// What each endpoint served, when the store spreads over several (`--endpoints`).
+fn report_endpoints(endpoints: &[sluice_core::EndpointStats], json: bool) {
+    for e in endpoints {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"endpoint": e.url.as_str(), "requests": e.requests, "failures": e.failures,
+                    "bytes_read": e.bytes_read, "bytes_written": e.bytes_written, "down": e.down})
+            );
+        } else {
+            println!(
+                "endpoint {}: {} requests, {} failed to connect, {} bytes read{}",
+                e.url,
+                e.requests,
+                e.failures,
+                e.bytes_read,
+                if e.down { " (avoided now)" } else { "" }
             );
         }
     }

@@ -561,12 +561,27 @@ async fn get_spreads_over_endpoints_and_goes_around_a_dead_one() {
         &[
             "get",
             "--verify",
+            "--json",
             "--endpoints",
             &endpoints,
             "s3://sluice-test/m/",
         ],
     );
     assert!(out.status.success(), "{}", text(&out));
+    // One JSON line per endpoint, in the order given.
+    let per: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("endpoint").is_some())
+        .collect();
+    assert_eq!(per.len(), 3, "{}", text(&out));
+    let total: u64 = (0..8).map(|i| 300_000 + i).sum();
+    assert_eq!(
+        per[0]["bytes_read"].as_u64().unwrap() + per[2]["bytes_read"].as_u64().unwrap(),
+        total
+    );
+    assert_eq!(per[1]["bytes_read"].as_u64(), Some(0));
+    assert!(per[1]["failures"].as_u64().unwrap() >= 1, "{per:?}");
     assert!(
         a.faults().gets() > 0 && b.faults().gets() > 0,
         "both live nodes serve: {} and {} GETs",
