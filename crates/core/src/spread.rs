@@ -227,6 +227,19 @@ impl<W> Spread<W> {
         ep.probe(now);
         ep
     }
+
+    /// One attempt that is not a GET (whose body tells whether the node answered): on the
+    /// endpoint `pick` chooses, counted in flight, with `sent` body bytes, and settled.
+    async fn attempt<'a, T, F, Fut>(&'a self, sent: usize, call: F) -> Result<T>
+    where
+        F: FnOnce(&'a W) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let ep = self.pick();
+        let _counted = ep.enter();
+        ep.bytes_written.fetch_add(sent as u64, Ordering::Relaxed);
+        ep.settle(call(&ep.wire).await, false)
+    }
 }
 
 #[async_trait]
@@ -246,17 +259,11 @@ impl<W: Wire> GetAttempt for Spread<W> {
 #[async_trait]
 impl<W: Wire> MultipartApi for Spread<W> {
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.bytes_written
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        ep.settle(ep.wire.put_object(uri, data).await, false)
+        self.attempt(data.len(), |w| w.put_object(uri, data)).await
     }
 
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.settle(ep.wire.create_upload(uri).await, false)
+        self.attempt(0, |w| w.create_upload(uri)).await
     }
 
     async fn upload_part(
@@ -266,14 +273,10 @@ impl<W: Wire> MultipartApi for Spread<W> {
         part_number: u32,
         data: Bytes,
     ) -> Result<Option<String>> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.bytes_written
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        ep.settle(
-            ep.wire.upload_part(uri, upload_id, part_number, data).await,
-            false,
-        )
+        self.attempt(data.len(), |w| {
+            w.upload_part(uri, upload_id, part_number, data)
+        })
+        .await
     }
 
     async fn complete_upload(
@@ -282,21 +285,16 @@ impl<W: Wire> MultipartApi for Spread<W> {
         upload_id: &str,
         parts: &[(u32, String)],
     ) -> Result<Option<String>> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.settle(ep.wire.complete_upload(uri, upload_id, parts).await, false)
+        self.attempt(0, |w| w.complete_upload(uri, upload_id, parts))
+            .await
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.settle(ep.wire.abort_upload(uri, upload_id).await, false)
+        self.attempt(0, |w| w.abort_upload(uri, upload_id)).await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.settle(ep.wire.head_object(uri).await, false)
+        self.attempt(0, |w| w.head_object(uri)).await
     }
 }
 
@@ -320,15 +318,12 @@ impl<W: Wire> Wire for Spread<W> {
         recursive: bool,
         token: Option<String>,
     ) -> Result<ListPage> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.settle(ep.wire.list_page(prefix, recursive, token).await, false)
+        self.attempt(0, |w| w.list_page(prefix, recursive, token))
+            .await
     }
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
-        let ep = self.pick();
-        let _counted = ep.enter();
-        ep.settle(ep.wire.delete_once(uri).await, false)
+        self.attempt(0, |w| w.delete_once(uri)).await
     }
 }
 
