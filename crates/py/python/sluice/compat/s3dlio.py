@@ -209,15 +209,20 @@ def _make_client() -> sluice.Client:
         # runtime of their own with a thread per CPU whatever it says, and DLIO exports 1 to
         # its DataLoader workers in training runs.
         _native.set_runtime_threads(max(threads, os.cpu_count() or 1))
-    kwargs: Dict[str, Any] = {
-        # s3dlio reads AWS_ENDPOINT_URL; sluice alone would prefer AWS_ENDPOINT_URL_S3. DLIO
-        # sets both from one setting, so this only matters when they differ.
-        "endpoint": _env("AWS_ENDPOINT_URL"),
+    # s3dlio reads AWS_ENDPOINT_URL; sluice alone would prefer AWS_ENDPOINT_URL_S3. DLIO
+    # sets both from one setting, so this only matters when they differ.
+    return sluice.Client(**_client_options(endpoint=_env("AWS_ENDPOINT_URL")))
+
+
+def _client_options(**given: Any) -> Dict[str, Any]:
+    """``given`` and the client settings s3dlio's variables make, those that are set."""
+    options: Dict[str, Any] = {
+        **given,
         "max_attempts": _env_number("S3DLIO_MAX_RETRY_ATTEMPTS", int, 1),
         "connect_timeout": _env_number("S3DLIO_CONNECT_TIMEOUT_SECS", float, 0.001),
         "first_byte_timeout": _env_number("S3DLIO_OPERATION_TIMEOUT_SECS", float, 0.001),
     }
-    return sluice.Client(**{k: v for k, v in kwargs.items() if v is not None})
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def _range_options() -> dict:
@@ -740,13 +745,7 @@ class MultiEndpointStore:
         self._strategy = strategy
         # s3://host:port/bucket/prefix → (s3://host:port/, "bucket/prefix")
         self._prefixes = [u for u in uris if u.startswith("s3://")]
-        kwargs: Dict[str, Any] = {
-            "endpoints": uris,
-            "max_attempts": _env_number("S3DLIO_MAX_RETRY_ATTEMPTS", int, 1),
-            "connect_timeout": _env_number("S3DLIO_CONNECT_TIMEOUT_SECS", float, 0.001),
-            "first_byte_timeout": _env_number("S3DLIO_OPERATION_TIMEOUT_SECS", float, 0.001),
-        }
-        self._kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        self._kwargs = _client_options(endpoints=uris)
         self._clients: Dict[int, sluice.Client] = {}
         self._client  # a bad endpoint fails here, not at the first request
 
