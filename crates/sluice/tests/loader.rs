@@ -62,6 +62,31 @@ async fn drain(loader: &mut Loader) -> Vec<sluice_loader::Object> {
     out
 }
 
+/// Reads `ds` in input order and checks that `uris` arrive in that order with `sizes`;
+/// returns the loader for its stats. `what` names the case in failures.
+async fn read_in_order(
+    store: &Arc<dyn ObjectStore>,
+    ds: &Dataset,
+    uris: &[ObjectUri],
+    sizes: &[usize],
+    what: &str,
+) -> Loader {
+    let opts = LoaderOptions {
+        order: Order::Input,
+        ..opts()
+    };
+    let mut loader = Loader::new(store.clone(), ds, opts).unwrap();
+    let got = drain(&mut loader).await;
+    let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
+    assert_eq!(order, uris, "{what}: input order kept");
+    assert_eq!(
+        got.iter().map(|o| o.data.len()).collect::<Vec<_>>(),
+        sizes,
+        "{what}"
+    );
+    loader
+}
+
 async fn prefix_dataset_reads_every_byte_without_head_and_splits_large_objects(
     backend: &'static str,
 ) {
@@ -79,19 +104,7 @@ async fn prefix_dataset_reads_every_byte_without_head_and_splits_large_objects(
     .await
     .unwrap();
     assert_eq!(ds.len(), sizes.len());
-    let mut loader = Loader::new(
-        store.clone(),
-        &ds,
-        LoaderOptions {
-            order: Order::Input,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let got = drain(&mut loader).await;
-    let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
-    assert_eq!(order, uris, "{backend}: input order kept");
-    assert_eq!(got.iter().map(|o| o.data.len()).collect::<Vec<_>>(), sizes);
+    let loader = read_in_order(&store, &ds, &uris, &sizes, backend).await;
     assert_eq!(
         server.faults().heads(),
         0,
@@ -392,19 +405,7 @@ async fn file_and_direct_datasets_read_every_byte() {
         .unwrap();
         assert_eq!(listed.len(), sizes.len(), "{scheme}");
         for ds in [listed, Dataset::from_uris(uris.clone())] {
-            let mut loader = Loader::new(
-                store.clone(),
-                &ds,
-                LoaderOptions {
-                    order: Order::Input,
-                    ..opts()
-                },
-            )
-            .unwrap();
-            let got = drain(&mut loader).await;
-            let order: Vec<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
-            assert_eq!(order, uris, "{scheme}");
-            assert_eq!(got.iter().map(|o| o.data.len()).collect::<Vec<_>>(), sizes);
+            read_in_order(&store, &ds, &uris, &sizes, scheme).await;
         }
     }
 }
