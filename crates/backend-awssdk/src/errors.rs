@@ -4,12 +4,14 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::RequestId;
 use sluice_core::error::{error_chain, find_source};
-use sluice_core::{Error, TimeoutPhase, Timeouts};
+use sluice_core::redirect::{Moved, is_redirect};
+use sluice_core::{Error, StoreConfig, TimeoutPhase};
 
-pub fn map_error<E>(uri: &str, timeouts: &Timeouts, e: SdkError<E, HttpResponse>) -> Error
+pub fn map_error<E>(uri: &str, cfg: &StoreConfig, e: SdkError<E, HttpResponse>) -> Error
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
+    let timeouts = &cfg.timeouts;
     let request_id = e.request_id().map(str::to_owned);
     match e {
         // A success status the SDK could not read (a listing that is not XML, a number out
@@ -19,6 +21,16 @@ where
             Error::integrity(
                 uri,
                 format!("unreadable HTTP {status} reply: {}", error_chain(&e)),
+            )
+        }
+        SdkError::ServiceError(ref ctx) if is_redirect(ctx.raw().status().as_u16()) => {
+            let h = ctx.raw().headers();
+            Moved::error(
+                uri,
+                ctx.raw().status().as_u16(),
+                Some(&cfg.endpoint_url()),
+                h.get("location"),
+                h.get("x-amz-bucket-region"),
             )
         }
         SdkError::ServiceError(ctx) => {

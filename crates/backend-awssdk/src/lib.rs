@@ -53,7 +53,7 @@ impl AwsSdkWire {
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
-        errors::map_error(subject, &self.cfg.timeouts, e)
+        errors::map_error(subject, &self.cfg, e)
     }
 }
 

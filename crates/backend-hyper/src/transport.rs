@@ -10,6 +10,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use sluice_core::error::{error_chain, sources};
+use sluice_core::redirect::{Moved, is_redirect};
 use sluice_core::reply::{MAX_ERROR_BODY, error_reply};
 use sluice_core::{Error, Result, StoreConfig, TimeoutPhase};
 use std::sync::Arc;
@@ -126,7 +127,7 @@ impl Transport {
         if response.status().is_success() {
             return Ok(response);
         }
-        Err(self.error_response(subject, method, response).await)
+        Err(self.error_response(subject, method, url, response).await)
     }
 
     fn request_error(&self, subject: &str, e: hyper_util::client::legacy::Error) -> Error {
@@ -151,14 +152,26 @@ impl Transport {
         }
     }
 
-    /// Reads a bounded error body and maps status + S3 code to the error variants.
+    /// Reads a bounded error body and maps status + S3 code to the error variants; a
+    /// redirect is reported with where it points (core's `S3Store` decides whether to go).
     async fn error_response(
         &self,
         subject: &str,
         method: Method,
+        url: &str,
         response: Response<Incoming>,
     ) -> Error {
         let status = response.status().as_u16();
+        if is_redirect(status) {
+            let h = response.headers();
+            return Moved::error(
+                subject,
+                status,
+                url::Url::parse(url).ok().as_ref(),
+                header_str(h, "location"),
+                header_str(h, "x-amz-bucket-region"),
+            );
+        }
         let request_id = header_str(response.headers(), "x-amz-request-id").map(str::to_owned);
         let body = if method == Method::HEAD {
             Bytes::new()

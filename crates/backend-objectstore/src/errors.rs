@@ -6,6 +6,7 @@
 use crate::http::{ErrorReply, WholeObject};
 use object_store::client::{HttpError, HttpErrorKind};
 use sluice_core::error::{error_chain, find_source};
+use sluice_core::redirect::{Moved, is_redirect};
 use sluice_core::reply::error_reply;
 use sluice_core::{Error, ObjectUri, TimeoutPhase, Timeouts};
 
@@ -37,6 +38,16 @@ pub fn map_error(
 ) -> Error {
     let u = uri.to_string();
     if let Some(r) = find_source::<ErrorReply>(&e) {
+        if is_redirect(r.status) {
+            // reqwest resolved and followed every Location it could.
+            return Moved::error(
+                &u,
+                r.status,
+                None,
+                r.location.as_deref(),
+                r.region.as_deref(),
+            );
+        }
         return error_reply(&u, r.status, &r.body, r.request_id.clone());
     }
     if whole_object(&e) {

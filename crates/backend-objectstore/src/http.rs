@@ -20,6 +20,9 @@ use sluice_core::reply::MAX_ERROR_BODY;
 pub struct ErrorReply {
     pub status: u16,
     pub request_id: Option<String>,
+    /// A redirect's `Location` and `x-amz-bucket-region`.
+    pub location: Option<String>,
+    pub region: Option<String>,
     pub body: Bytes,
 }
 
@@ -71,11 +74,15 @@ impl HttpService for Service {
         if status.as_u16() < 400 && !redirect {
             return Ok(res);
         }
-        let request_id = res
-            .headers()
-            .get("x-amz-request-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let header = |name: &str| {
+            res.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let request_id = header("x-amz-request-id");
+        let location = header("location");
+        let region = header("x-amz-bucket-region");
         let mut body = BytesMut::new();
         let mut stream = res.into_body().bytes_stream();
         while body.len() < MAX_ERROR_BODY {
@@ -93,6 +100,8 @@ impl HttpService for Service {
             ErrorReply {
                 status: status.as_u16(),
                 request_id,
+                location,
+                region,
                 body: body.freeze(),
             },
         ))

@@ -142,6 +142,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// A redirect (HTTP 301, 302, 307, 308) that was not followed: the store answered that
+    /// the bucket or object is served elsewhere. `S3Store` follows redirects it can (see
+    /// `redirect`); this error says where the request was sent and, in `refused`, why that
+    /// was not done. Final: never retried.
+    #[error("{uri}: {moved}{}", refused.as_deref().map(|r| format!(", not followed: {r}")).unwrap_or_default())]
+    Redirect {
+        /// What was asked for.
+        uri: String,
+        /// The redirect's status and where it points.
+        moved: crate::redirect::Moved,
+        /// Why it was not followed; `None` as a wire reports it, before `S3Store` decides.
+        refused: Option<String>,
+    },
+
     /// The operation was abandoned before its request was sent: the loader it belonged to
     /// could no longer hand out a request permit (its limit was closed).
     #[error("{uri}: cancelled")]
@@ -259,6 +273,7 @@ impl Error {
             | Error::Transport { uri, .. }
             | Error::Service { uri, .. }
             | Error::Integrity { uri, .. }
+            | Error::Redirect { uri, .. }
             | Error::Cancelled { uri }
             | Error::Io { uri, .. } => uri,
             Error::InvalidConfig { option, .. } => option,

@@ -13,6 +13,7 @@ pub mod error;
 pub mod listing;
 pub mod multipart;
 pub mod range;
+pub mod redirect;
 pub mod reply;
 pub mod resume;
 pub mod retry;

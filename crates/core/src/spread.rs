@@ -119,7 +119,10 @@ fn unreachable(e: &Error) -> bool {
 /// An error the node's answer carried.
 fn from_server(e: &Error) -> bool {
     match e {
-        Error::Service { .. } | Error::NotFound { .. } | Error::Integrity { .. } => true,
+        Error::Service { .. }
+        | Error::NotFound { .. }
+        | Error::Integrity { .. }
+        | Error::Redirect { .. } => true,
         Error::PermissionDenied { status, .. } => *status != 0,
         _ => false,
     }

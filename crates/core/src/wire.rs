@@ -11,6 +11,7 @@ use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::listing::{ListPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter};
+use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
 use crate::retry::retry;
 use crate::segment::Segment;
@@ -84,8 +85,9 @@ impl<W> Clone for S3Store<W> {
 
 impl<W: WireFromConfig> S3Store<W> {
     /// Builds the wire from `cfg` and the store over it.
+    /// Redirects are followed on wires built the same way (see `redirect`).
     pub fn new(cfg: StoreConfig) -> Result<Self> {
-        Ok(Self::over(W::from_config(cfg)?))
+        Ok(Self::with(W::from_config(cfg)?, Some(W::from_config)))
     }
 
     /// Builds the store from the standard AWS environment (see `StoreConfig::from_env`).
@@ -95,18 +97,26 @@ impl<W: WireFromConfig> S3Store<W> {
 }
 
 impl<W: Wire> S3Store<W> {
-    /// The policy layer over `wire`, configured by `wire.config()`.
+    /// The policy layer over `wire`, configured by `wire.config()`. Having no way to build
+    /// wires for other endpoints, it reports redirects rather than following them.
     pub fn over(wire: W) -> Self {
+        Self::with(wire, None)
+    }
+
+    fn with(wire: W, build: Option<fn(StoreConfig) -> Result<W>>) -> Self {
         let permits = Semaphore::new(wire.config().max_connections.max(1));
         Self {
-            inner: Arc::new(Limited { wire, permits }),
+            inner: Arc::new(Limited {
+                wire: Redirects::new(wire, build),
+                permits,
+            }),
         }
     }
 
     /// The wire underneath, for calls the `ObjectStore` interface does not offer (tests
     /// script faults through it).
     pub fn wire(&self) -> &W {
-        &self.inner.wire
+        self.inner.wire.home()
     }
 
     fn cfg(&self) -> &StoreConfig {
@@ -123,7 +133,7 @@ impl<W: Wire> S3Store<W> {
 /// permit is held until the attempt's body has been read.
 #[derive(Debug)]
 struct Limited<W> {
-    wire: W,
+    wire: Redirects<W>,
     permits: Semaphore,
 }
 

@@ -39,6 +39,7 @@ fn s3_error(e: &Error, msg: String) -> PyErr {
             ..
         } => (Some(*status), code.clone(), request_id.clone()),
         Error::Integrity { .. } => (None, "Integrity".to_owned(), None),
+        Error::Redirect { moved, .. } => (Some(moved.status), "Redirect".to_owned(), None),
         Error::Cancelled { .. } => (None, "Cancelled".to_owned(), None),
         _ => (None, "Transport".to_owned(), None),
     };

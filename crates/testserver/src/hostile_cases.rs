@@ -59,6 +59,7 @@ pub enum Kind {
     Service,
     NotFound,
     Denied,
+    Redirect,
 }
 
 impl Kind {
@@ -70,6 +71,7 @@ impl Kind {
             Error::Service { .. } => Kind::Service,
             Error::NotFound { .. } => Kind::NotFound,
             Error::PermissionDenied { .. } => Kind::Denied,
+            Error::Redirect { .. } => Kind::Redirect,
             _ => return None,
         })
     }
@@ -476,9 +478,59 @@ pub fn catalogue() -> Vec<Case> {
                     "<Error><Code>PermanentRedirect</Code><Message>moved</Message></Error>",
                 )
             },
-            // hyper and awssdk never follow; object_store's HTTP client follows redirects
-            // (dropping the Authorization header) and reports what the target answered.
-            Expect::Error(&[Service, Transport, Denied]),
+            // Refused as link-local (hyper, awssdk); object_store's HTTP client follows
+            // Locations itself (dropping the Authorization header) and reports what the
+            // target answered, or nothing.
+            Expect::Error(&[Redirect, Transport, Timeout, Service, Denied]),
+        ),
+        c(
+            "redirect_to_region",
+            "301 PermanentRedirect, x-amz-bucket-region: eu-west-1, until signed for it",
+            Op::Get,
+            |req, n| {
+                let scope = req.header("authorization").unwrap_or_default();
+                if scope.contains("/eu-west-1/s3/aws4_request") {
+                    whole(req, n)
+                } else {
+                    Reply::with_body(
+                        301,
+                        &[("x-amz-bucket-region", "eu-west-1")],
+                        "<Error><Code>PermanentRedirect</Code><Message>The bucket is in this region: eu-west-1.</Message></Error>",
+                    )
+                }
+            },
+            Expect::Ok(&OBJECT),
+        ),
+        c(
+            "redirect_to_another_host",
+            "307 to the same port under another host name (a gateway's node)",
+            Op::Get,
+            |req, n| {
+                let host = req.header("host").unwrap_or_default();
+                match host.strip_prefix("localhost:") {
+                    // Signatures and tokens stay with the host they were made for.
+                    Some(_) if req.header("authorization").is_some() => Reply::s3_error(
+                        400,
+                        "CredentialsSentElsewhere",
+                        "a signed request was redirected to another host",
+                    ),
+                    Some(_) => whole(req, n),
+                    None => {
+                        let port = host.rsplit(':').next().unwrap_or("80");
+                        let to = format!("http://localhost:{port}/{BUCKET}/{KEY}");
+                        Reply::with_body(307, &[("Location", &to)], "")
+                    }
+                }
+            },
+            Expect::Ok(&OBJECT),
+        ),
+        c(
+            "redirect_loop",
+            "307 to the same URL, every time",
+            Op::Get,
+            |req, _| Reply::with_body(307, &[("Location", &req.target)], ""),
+            // object_store's HTTP client gives up after its own count of redirects.
+            Expect::Error(&[Redirect, Transport]),
         ),
         c(
             "chunked_body",

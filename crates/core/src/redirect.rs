@@ -1,0 +1,534 @@
+//! Redirects, followed once for every backend. S3 answers a request signed for the wrong
+//! region with `301 PermanentRedirect` and the bucket's region in `x-amz-bucket-region` (and
+//! no `Location`); gateways such as AIStore's answer `307` with a `Location` on one of their
+//! nodes. A wire reports either as `Error::Redirect` (`Moved`); `S3Store` then repeats the
+//! attempt on a wire built for the target (`Redirects`), at most `MAX_REDIRECTS` times per
+//! request. A permanent move (301, 308) is remembered per bucket, so later requests go
+//! straight there; a temporary one (302, 307) is followed each time it is answered.
+//!
+//! What is never followed, and why (the error then says so in `refused`):
+//! - from `https` to `http`: the request and its answer would cross the network in clear;
+//! - to a link-local or unspecified address, or a cloud metadata host: a hostile endpoint
+//!   must not turn the client into a probe of the instance's credentials service;
+//! - a `Location` that is not an absolute `http(s)` URL, a region that is not a region name.
+//!
+//! Credentials go along only to the same host (any port) or, for a region move, to AWS's own
+//! hosts; a request moved to another host is sent unsigned, as curl and browsers drop
+//! `Authorization` on a cross-host redirect. Only the origin of a `Location` is used: the
+//! request keeps its own path and query (a gateway's redirect names the same object).
+
+use crate::config::{StoreConfig, check_region};
+use crate::credentials::CredentialsCache;
+use crate::error::{Error, Result};
+use crate::listing::ListPage;
+use crate::multipart::MultipartApi;
+use crate::resume::{BodySink, GetAttempt, GetRequest};
+use crate::store::ObjectMeta;
+use crate::uri::ObjectUri;
+use crate::wire::Wire;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use url::{Host, Url};
+
+/// Redirects followed for one request before giving up: S3 redirects once, a gateway once;
+/// more is a loop.
+pub const MAX_REDIRECTS: usize = 3;
+
+/// Wires kept for redirect targets; a gateway naming more nodes than this has the oldest
+/// forgotten (their connections closed), not memory grown without bound.
+const MAX_TARGETS: usize = 64;
+
+/// Whether an HTTP status is a redirect a request may follow (not 304 Not Modified, which
+/// answers a conditional request, nor 300 Multiple Choices).
+pub fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+/// A redirect as a store answered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// 301, 302, 307 or 308.
+    pub status: u16,
+    /// The `Location` header, resolved against the request's URL (scrubbed of secrets).
+    pub location: Option<String>,
+    /// The `x-amz-bucket-region` header.
+    pub region: Option<String>,
+}
+
+impl Moved {
+    /// A 301 or 308: the bucket lives there from now on.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self.status, 301 | 308)
+    }
+
+    /// The error a wire returns for a redirect reply about `subject`, with its `Location`
+    /// (resolved against `base`, the request's URL, when the wire knows it) and
+    /// `x-amz-bucket-region` headers.
+    pub fn error(
+        subject: &str,
+        status: u16,
+        base: Option<&Url>,
+        location: Option<&str>,
+        region: Option<&str>,
+    ) -> Error {
+        let location = location.map(|l| {
+            let resolved = base
+                .and_then(|b| b.join(l).ok())
+                .map_or_else(|| l.to_owned(), String::from);
+            crate::error::scrub(&resolved)
+        });
+        Error::Redirect {
+            uri: subject.to_owned(),
+            moved: Moved {
+                status,
+                location,
+                region: region.map(crate::error::scrub),
+            },
+            refused: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Moved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HTTP {} redirect", self.status)?;
+        match (&self.location, &self.region) {
+            (Some(l), Some(r)) => write!(f, " to {l} (region {r})"),
+            (Some(l), None) => write!(f, " to {l}"),
+            (None, Some(r)) => write!(f, " to region {r}"),
+            (None, None) => f.write_str(" with neither Location nor x-amz-bucket-region"),
+        }
+    }
+}
+
+/// The configuration of a wire that sends `from`'s requests where `moved` points, or why
+/// that must not be done.
+/// `bucket`: the request's, which a virtual-hosted `Location` names in its host.
+pub fn target_config(
+    from: &StoreConfig,
+    bucket: &str,
+    moved: &Moved,
+) -> std::result::Result<StoreConfig, String> {
+    let mut to = from.clone();
+    to.endpoints.clear();
+    let here = from.endpoint_url();
+    if let Some(region) = &moved.region {
+        check_region("x-amz-bucket-region", region).map_err(|e| e.to_string())?;
+        to.region = region.clone();
+        // On AWS the region is part of the host; any other store keeps its endpoint and
+        // signs for the region it named.
+        if is_aws(&here) {
+            to.endpoint = from.endpoint.as_ref().map(|_| {
+                Url::parse(&format!("https://s3.{region}.amazonaws.com")).expect("checked region")
+            });
+        }
+    }
+    let Some(location) = &moved.location else {
+        return if moved.region.is_some() {
+            Ok(to)
+        } else {
+            Err("the reply names no Location and no x-amz-bucket-region".into())
+        };
+    };
+    let target =
+        Url::parse(location).map_err(|_| "its Location is not an absolute URL".to_owned())?;
+    if !matches!(target.scheme(), "http" | "https") {
+        return Err("its Location is not http or https".into());
+    }
+    if here.scheme() == "https" && target.scheme() == "http" {
+        return Err("it goes from https to http".into());
+    }
+    let host = target.host().ok_or("its Location names no host")?;
+    if forbidden_host(&host) {
+        return Err(format!(
+            "{host} is a link-local, unspecified or metadata address"
+        ));
+    }
+    // Virtual-hosted addressing puts the bucket in front of the endpoint's host again.
+    let host = host.to_string();
+    let host = match host.strip_prefix(&format!("{bucket}.")) {
+        Some(rest) if !to.path_style => rest.to_owned(),
+        _ => host,
+    };
+    let mut endpoint = to.endpoint_url();
+    endpoint
+        .set_scheme(target.scheme())
+        .and_then(|_| endpoint.set_host(Some(&host)).map_err(drop))
+        .and_then(|_| endpoint.set_port(target.port()))
+        .map_err(|_| "its Location cannot replace the endpoint's origin".to_owned())?;
+    let trusted = here.host_str() == target.host_str() || (is_aws(&here) && is_aws(&target));
+    if !trusted {
+        to.credentials = CredentialsCache::anonymous();
+    }
+    to.endpoint = Some(endpoint);
+    Ok(to)
+}
+
+fn is_aws(url: &Url) -> bool {
+    url.host_str()
+        .is_some_and(|h| h == "amazonaws.com" || h.ends_with(".amazonaws.com"))
+}
+
+/// Hosts no S3 request may be sent to: link-local (169.254.0.0/16 holds the cloud metadata
+/// services), unspecified, and the metadata services' names.
+fn forbidden_host(host: &Host<&str>) -> bool {
+    let ip = match host {
+        Host::Domain(d) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            return d == "metadata.google.internal" || d == "metadata";
+        }
+        Host::Ipv4(v4) => IpAddr::V4(*v4),
+        Host::Ipv6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(*v6),
+        },
+    };
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local() || v4.is_unspecified() || v4.is_broadcast(),
+        IpAddr::V6(v6) => {
+            v6.is_unspecified()
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6
+                    == "fd00:ec2::254"
+                        .parse::<std::net::Ipv6Addr>()
+                        .expect("an address")
+        }
+    }
+}
+
+/// A wire that follows redirects (see the module): the home wire, and wires built on demand
+/// for the targets redirects name.
+#[derive(Debug)]
+pub(crate) struct Redirects<W> {
+    home: Arc<W>,
+    /// Builds a wire for a target; `None` (a store made `over` a given wire): redirects are
+    /// reported, not followed.
+    build: Option<fn(StoreConfig) -> Result<W>>,
+    /// Buckets a permanent redirect moved, and the wire that reaches each now.
+    moved: Mutex<HashMap<String, Arc<W>>>,
+    /// Wires built for targets, by endpoint, region and whether they sign.
+    targets: Mutex<HashMap<(String, String, bool), Arc<W>>>,
+}
+
+impl<W: Wire> Redirects<W> {
+    pub(crate) fn new(home: W, build: Option<fn(StoreConfig) -> Result<W>>) -> Self {
+        Self {
+            home: Arc::new(home),
+            build,
+            moved: Mutex::default(),
+            targets: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn home(&self) -> &W {
+        &self.home
+    }
+
+    /// The wire for `bucket`'s requests: where a permanent redirect moved it, else home.
+    fn route(&self, bucket: &str) -> Arc<W> {
+        let moved = self.moved.lock().unwrap_or_else(|p| p.into_inner());
+        moved.get(bucket).unwrap_or(&self.home).clone()
+    }
+
+    /// The wire to repeat a request on that `from` answered with a redirect (`err`), or the
+    /// error, saying why it is not followed.
+    fn follow(&self, from: &W, bucket: &str, err: Error, hops: &mut usize) -> Result<Arc<W>> {
+        let Error::Redirect {
+            uri,
+            moved,
+            refused: None,
+        } = err
+        else {
+            return Err(err);
+        };
+        let refuse = |why: String| Error::Redirect {
+            uri: uri.clone(),
+            moved: moved.clone(),
+            refused: Some(why),
+        };
+        let Some(build) = self.build else {
+            return Err(refuse("this store follows no redirects".into()));
+        };
+        *hops += 1;
+        if *hops > MAX_REDIRECTS {
+            return Err(refuse(format!("more than {MAX_REDIRECTS} redirects")));
+        }
+        let cfg = target_config(from.config(), bucket, &moved).map_err(refuse)?;
+        let key = (
+            cfg.endpoint_url().to_string(),
+            cfg.region.clone(),
+            cfg.credentials.provider().is_some(),
+        );
+        let wire = {
+            let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+            match targets.get(&key) {
+                Some(w) => w.clone(),
+                None => {
+                    let w = Arc::new(build(cfg)?);
+                    if targets.len() >= MAX_TARGETS {
+                        targets.clear();
+                    }
+                    targets.insert(key, w.clone());
+                    w
+                }
+            }
+        };
+        tracing::info!(uri = %uri, %moved, "following redirect");
+        if moved.is_permanent() {
+            let mut buckets = self.moved.lock().unwrap_or_else(|p| p.into_inner());
+            buckets.insert(bucket.to_owned(), wire.clone());
+        }
+        Ok(wire)
+    }
+}
+
+/// Makes `$call` (an expression using the wire `$w`) on `$uri`'s bucket's wire, and again on
+/// each redirect's target.
+macro_rules! follow {
+    ($self:ident, $bucket:expr, |$w:ident| $call:expr) => {{
+        let mut $w = $self.route($bucket);
+        let mut hops = 0;
+        loop {
+            match $call.await {
+                Err(e @ Error::Redirect { refused: None, .. }) => {
+                    $w = $self.follow(&$w, $bucket, e, &mut hops)?;
+                }
+                done => break done,
+            }
+        }
+    }};
+}
+
+#[async_trait]
+impl<W: Wire> GetAttempt for Redirects<W> {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        // A redirect is an answer without a body: the sink has not begun, so the same sink
+        // takes the target's answer.
+        follow!(self, req.uri.bucket(), |w| w.get_attempt(req, sink))
+    }
+}
+
+#[async_trait]
+impl<W: Wire> MultipartApi for Redirects<W> {
+    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        follow!(self, uri.bucket(), |w| w.put_object(uri, data.clone()))
+    }
+
+    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+        follow!(self, uri.bucket(), |w| w.create_upload(uri))
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+    ) -> Result<Option<String>> {
+        follow!(self, uri.bucket(), |w| w.upload_part(
+            uri,
+            upload_id,
+            part_number,
+            data.clone()
+        ))
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[(u32, String)],
+    ) -> Result<Option<String>> {
+        follow!(self, uri.bucket(), |w| w
+            .complete_upload(uri, upload_id, parts))
+    }
+
+    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        follow!(self, uri.bucket(), |w| w.abort_upload(uri, upload_id))
+    }
+
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        follow!(self, uri.bucket(), |w| w.head_object(uri))
+    }
+}
+
+#[async_trait]
+impl<W: Wire> Wire for Redirects<W> {
+    fn backend(&self) -> &'static str {
+        self.home.backend()
+    }
+
+    fn config(&self) -> &StoreConfig {
+        self.home.config()
+    }
+
+    fn endpoint_stats(&self) -> Vec<crate::spread::EndpointStats> {
+        self.home.endpoint_stats()
+    }
+
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        recursive: bool,
+        token: Option<String>,
+    ) -> Result<ListPage> {
+        follow!(self, prefix.bucket(), |w| w.list_page(
+            prefix,
+            recursive,
+            token.clone()
+        ))
+    }
+
+    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+        follow!(self, uri.bucket(), |w| w.delete_once(uri))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    fn moved(status: u16, location: Option<&str>, region: Option<&str>) -> Moved {
+        Moved {
+            status,
+            location: location.map(str::to_owned),
+            region: region.map(str::to_owned),
+        }
+    }
+
+    fn signed() -> StoreConfig {
+        let mut c = testing::config();
+        c.credentials =
+            CredentialsCache::from_static("AKIAREDIRECTTEST", "secret-key-0123456789", None);
+        c
+    }
+
+    fn cfg(endpoint: &str) -> StoreConfig {
+        let mut c = signed();
+        c.set_endpoint("test", endpoint).unwrap();
+        c
+    }
+
+    #[test]
+    fn a_region_move_signs_for_the_region_and_keeps_a_custom_endpoint() {
+        let to = target_config(
+            &cfg("http://127.0.0.1:9000"),
+            "b",
+            &moved(301, None, Some("eu-west-1")),
+        )
+        .unwrap();
+        assert_eq!(to.region, "eu-west-1");
+        assert_eq!(to.endpoint_url().as_str(), "http://127.0.0.1:9000/");
+        assert!(to.credentials.provider().is_some(), "still signed");
+    }
+
+    #[test]
+    fn a_region_move_on_aws_goes_to_the_regions_endpoint_signed() {
+        let to = target_config(
+            &cfg("https://s3.us-east-1.amazonaws.com"),
+            "b",
+            &moved(301, None, Some("eu-west-1")),
+        )
+        .unwrap();
+        assert_eq!(
+            to.endpoint_url().as_str(),
+            "https://s3.eu-west-1.amazonaws.com/"
+        );
+        assert!(to.credentials.provider().is_some());
+    }
+
+    #[test]
+    fn a_location_moves_the_origin_and_keeps_the_endpoints_path() {
+        let to = target_config(
+            &cfg("http://gw:8080/s3"),
+            "b",
+            &moved(307, Some("http://gw:9090/s3/b/k?pid=1"), None),
+        )
+        .unwrap();
+        assert_eq!(to.endpoint_url().as_str(), "http://gw:9090/s3");
+        assert!(to.credentials.provider().is_some(), "same host: signed");
+        let to = target_config(
+            &cfg("http://gw:8080"),
+            "b",
+            &moved(307, Some("https://node2:9090/b/k"), None),
+        )
+        .unwrap();
+        assert_eq!(to.endpoint_url().as_str(), "https://node2:9090/");
+        assert!(
+            to.credentials.provider().is_none(),
+            "another host: unsigned"
+        );
+    }
+
+    #[test]
+    fn a_virtual_hosted_location_loses_its_bucket_label() {
+        let mut from = signed();
+        from.endpoint = None;
+        from.path_style = false;
+        let to = target_config(
+            &from,
+            "b",
+            &moved(
+                301,
+                Some("https://b.s3.eu-west-1.amazonaws.com/k"),
+                Some("eu-west-1"),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            to.endpoint_url().as_str(),
+            "https://s3.eu-west-1.amazonaws.com/"
+        );
+        assert!(to.credentials.provider().is_some(), "AWS to AWS: signed");
+    }
+
+    #[test]
+    fn dangerous_or_unusable_targets_are_refused_with_the_reason() {
+        let https = cfg("https://store:443");
+        for (m, why) in [
+            (moved(301, Some("http://store/b/k"), None), "https to http"),
+            (
+                moved(301, Some("https://169.254.169.254/latest"), None),
+                "link-local",
+            ),
+            (
+                moved(301, Some("https://[fe80::1]/b/k"), None),
+                "link-local",
+            ),
+            (
+                moved(301, Some("https://[::ffff:169.254.169.254]/"), None),
+                "link-local",
+            ),
+            (moved(301, Some("https://0.0.0.0/b/k"), None), "link-local"),
+            (
+                moved(301, Some("https://metadata.google.internal/"), None),
+                "metadata",
+            ),
+            (moved(301, Some("ftp://store/b/k"), None), "not http"),
+            (moved(301, Some("not a url"), None), "absolute URL"),
+            (moved(301, None, Some("evil.com/x")), "not a region"),
+            (moved(301, None, None), "no Location"),
+        ] {
+            let e = target_config(&https, "b", &m).unwrap_err();
+            assert!(e.contains(why), "{m}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_message_says_where_and_why_not() {
+        let e = Error::Redirect {
+            uri: "s3://b/k".into(),
+            moved: moved(301, Some("http://169.254.169.254/"), None),
+            refused: Some("it is link-local".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "s3://b/k: HTTP 301 redirect to http://169.254.169.254/, not followed: it is link-local"
+        );
+        assert!(!e.is_retryable());
+    }
+}
