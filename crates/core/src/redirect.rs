@@ -41,10 +41,10 @@ pub const MAX_REDIRECTS: usize = 3;
 /// forgotten (their connections closed), not memory grown without bound.
 const MAX_TARGETS: usize = 64;
 
-/// Whether an HTTP status is a redirect a request may follow (not 304 Not Modified, which
-/// answers a conditional request, nor 300 Multiple Choices).
+/// Whether an HTTP status is a redirect a request may follow with its method and body (not
+/// 303, which asks for a GET instead; 304 Not Modified answers a conditional request).
 pub fn is_redirect(status: u16) -> bool {
-    matches!(status, 301 | 302 | 303 | 307 | 308)
+    matches!(status, 301 | 302 | 307 | 308)
 }
 
 /// A redirect as a store answered it.
