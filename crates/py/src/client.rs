@@ -136,21 +136,7 @@ impl Client {
     /// What each endpoint has served, for a client made with `endpoints=` (or with
     /// S3_ENDPOINT_URIS set); empty otherwise.
     fn endpoint_stats<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.store
-            .endpoint_stats()
-            .into_iter()
-            .map(|e| {
-                let d = PyDict::new(py);
-                d.set_item("url", e.url.as_str())?;
-                d.set_item("requests", e.requests)?;
-                d.set_item("failures", e.failures)?;
-                d.set_item("bytes_read", e.bytes_read)?;
-                d.set_item("bytes_written", e.bytes_written)?;
-                d.set_item("in_flight", e.in_flight)?;
-                d.set_item("down", e.down)?;
-                Ok(d)
-            })
-            .collect()
+        endpoint_stats(py, self.store.as_ref())
     }
 
     /// The whole object.
@@ -303,6 +289,28 @@ impl Client {
     }
 }
 
+/// `store`'s per-endpoint counters as `sluice.EndpointStats` dicts.
+pub fn endpoint_stats<'py>(
+    py: Python<'py>,
+    store: &dyn sluice_core::ObjectStore,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    store
+        .endpoint_stats()
+        .into_iter()
+        .map(|e| {
+            let d = PyDict::new(py);
+            d.set_item("url", e.url.as_str())?;
+            d.set_item("requests", e.requests)?;
+            d.set_item("failures", e.failures)?;
+            d.set_item("bytes_read", e.bytes_read)?;
+            d.set_item("bytes_written", e.bytes_written)?;
+            d.set_item("in_flight", e.in_flight)?;
+            d.set_item("down", e.down)?;
+            Ok(d)
+        })
+        .collect()
+}
+
 /// A timeout given in seconds from Python: positive and finite.
 fn seconds(option: &str, t: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(t)
@@ -361,6 +369,13 @@ delegate!(fn delete(uri: &str) -> ());
 #[pyfunction]
 pub fn stat<'py>(py: Python<'py>, uri: &str) -> PyResult<Bound<'py, PyDict>> {
     default_client(py)?.get().stat(py, uri)
+}
+
+/// `Client().endpoint_stats` on the default client: what each endpoint of
+/// S3_ENDPOINT_URIS has served this process (DataLoader workers report it from there).
+#[pyfunction(name = "endpoint_stats")]
+pub fn default_endpoint_stats(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    endpoint_stats(py, default_client(py)?.get().store.as_ref())
 }
 
 #[pyfunction]

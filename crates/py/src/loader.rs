@@ -1,6 +1,6 @@
 //! `sluice.Dataset` and `sluice.Loader`: the Rust loader, iterated from Python.
 
-use crate::client::{Client, block, default_client, parse_uri};
+use crate::client::{Client, block, default_client, endpoint_stats, parse_uri};
 use crate::errors::{to_py, value_error};
 use crate::object::Object;
 use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
@@ -114,6 +114,8 @@ impl Dataset {
 #[derive(Debug)]
 pub struct Loader {
     inner: Mutex<Option<sluice_loader::Loader>>,
+    /// The client's store, for its per-endpoint counters.
+    store: Arc<dyn sluice_core::ObjectStore>,
     rt: Arc<Runtime>,
     owner: u32,
     len: usize,
@@ -241,9 +243,10 @@ impl Loader {
         let rt = runtime()?;
         let loader = {
             let _in_runtime = rt.enter();
-            sluice_loader::Loader::new(store, &dataset.inner, opts).map_err(to_py)?
+            sluice_loader::Loader::new(store.clone(), &dataset.inner, opts).map_err(to_py)?
         };
         Ok(Self {
+            store,
             len: loader.len(),
             inner: Mutex::new(Some(loader)),
             rt,
@@ -288,7 +291,8 @@ impl Loader {
     }
 
     /// Counters so far: objects, bytes, elapsed_s, mb_per_s, requests, retries, errors,
-    /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms.
+    /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms, and endpoints (the
+    /// client's per-endpoint counters).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         // Through `with`: an in-flight `next()` holds the lock, so wait without the GIL.
         let stats = self.with(py, |_, l| l.stats())?;
@@ -308,6 +312,7 @@ impl Loader {
         d.set_item("latency_p99_ms", ms(s.latency_p99))?;
         d.set_item("batch_gap_p50_ms", ms(s.batch_gap_p50))?;
         d.set_item("batch_gap_max_ms", ms(s.batch_gap_max))?;
+        d.set_item("endpoints", endpoint_stats(py, self.store.as_ref())?)?;
         Ok(d)
     }
 

@@ -215,6 +215,12 @@ def test_endpoints_spread_and_go_around_one_that_refuses(server, prefix, backend
     assert set(stats[0]) == set(sluice.EndpointStats.__annotations__)
     assert stats[0]["failures"] >= 1 and stats[0]["bytes_read"] == 0
     assert stats[1]["bytes_read"] == 2 * 6 * 50_000 and stats[1]["failures"] == 0
+    # A loader's stats carry its client's counters.
+    with sluice.Loader(sluice.Dataset.from_uris(uris), client=c) as loader:
+        assert sum(len(o) for o in loader) == 6 * 50_000
+        per = loader.stats()["endpoints"]
+    assert [e["url"] for e in per] == [e["url"] for e in stats]
+    assert per[1]["bytes_read"] == 3 * 6 * 50_000 and per[0]["bytes_read"] == 0
     assert sluice.Client(endpoint=server.endpoint).endpoint_stats() == []
     with pytest.raises(ValueError, match="endpoints"):
         sluice.Client(endpoints=["", " "])

@@ -2,7 +2,7 @@
 ``sluice`` re-exports them. At runtime the values are plain ``dict``s with exactly these
 keys (``tests/test_types.py`` checks that against the native module)."""
 
-from typing import Optional, TypedDict
+from typing import List, Optional, TypedDict
 
 __all__ = ["StatResult", "LoaderStats", "WriteResult", "EndpointStats"]
 
@@ -43,6 +43,9 @@ class LoaderStats(TypedDict):
     batch_gap_p50_ms: float
     """Median time between two ``collect_batch`` returns, milliseconds."""
     batch_gap_max_ms: float
+    endpoints: List["EndpointStats"]
+    """What each endpoint of the loader's client has served (that client's counters, shared
+    by its loaders); empty for a client of one endpoint."""
 
 
 class WriteResult(TypedDict):
