@@ -590,3 +590,77 @@ async fn get_spreads_over_endpoints_and_goes_around_a_dead_one() {
     );
     assert_eq!(a.faults().gets() + b.faults().gets(), 8);
 }
+
+/// `bench --uri --endpoints`: two servers over one directory. Spread, each worker's requests
+/// go to both and the row's per-endpoint bytes add up to what was read; with
+/// `--pin-endpoints`, rank r uses endpoint r % 2 alone, so each serves one rank's shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_counts_per_endpoint_and_pins_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || ServerOptions {
+        data_dir: Some(dir.path().to_owned()),
+        ..ServerOptions::default()
+    };
+    let a = TestServer::start(opts()).await.unwrap();
+    let size = 1 << 20;
+    for i in 0..4 {
+        let key = format!("d/{i}");
+        a.insert(DEFAULT_BUCKET, &key, vec![i as u8; size]);
+    }
+    // Started after the objects were written: a server reads the directory when it starts.
+    let b = TestServer::start(opts()).await.unwrap();
+    let endpoints = format!("{},{}", a.http_endpoint(), b.http_endpoint());
+    let run = |pin: bool| {
+        let json = dir.path().join(format!("bench-{pin}.json"));
+        let mut args = vec![
+            "bench",
+            "--uri",
+            "s3://sluice-test/d/",
+            "--endpoints",
+            &endpoints,
+            "--no-curl",
+            "--shapes",
+            "2x2",
+            "--epochs",
+            "1",
+            "--backends",
+            "hyper",
+            "--json",
+        ];
+        let path = json.to_str().unwrap().to_owned();
+        args.push(&path);
+        if pin {
+            args.push("--pin-endpoints");
+        }
+        let out = sluice(&a, &args);
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let per = v["rows"][0]["endpoints"].as_array().unwrap().clone();
+        (per, text(&out))
+    };
+    let (spread, out) = run(false);
+    assert_eq!(spread.len(), 2, "{out}");
+    let read: Vec<u64> = spread
+        .iter()
+        .map(|e| e["bytes_read"].as_u64().unwrap())
+        .collect();
+    assert_eq!(read.iter().sum::<u64>(), 4 * size as u64, "{spread:?}");
+    assert!(
+        read.iter().all(|&r| r > 0),
+        "both serve when spread: {spread:?}"
+    );
+    assert!(
+        out.contains("endpoint http://127.0.0.1"),
+        "the table names the endpoints: {out}"
+    );
+
+    let (pinned, out) = run(true);
+    assert_eq!(pinned.len(), 2, "{out}");
+    for e in &pinned {
+        assert_eq!(
+            e["bytes_read"].as_u64(),
+            Some(2 * size as u64),
+            "one rank's shard each: {pinned:?}"
+        );
+    }
+}

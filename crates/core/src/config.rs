@@ -4,6 +4,8 @@
 //! | setting | variables, first found wins | default |
 //! |---|---|---|
 //! | endpoint | `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL` | AWS: `https://s3.{region}.amazonaws.com` |
+//! | several endpoints of one store | `S3_ENDPOINT_URIS` (comma-separated; wins over the above) | one |
+//! | one endpoint per rank | `SLUICE_PIN_ENDPOINT_BY_RANK=1`: rank `RANK` (else `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, 0) uses endpoint `rank % n` of `S3_ENDPOINT_URIS` alone | off: every rank spreads over all |
 //! | region | `AWS_REGION`, `AWS_DEFAULT_REGION`, `region` of the `AWS_PROFILE` profile | `us-east-1` |
 //! | credentials | `AWS_ACCESS_KEY_ID` + `AWS_SECRET_ACCESS_KEY` (+ `AWS_SESSION_TOKEN`), the profile in `AWS_SHARED_CREDENTIALS_FILE`/`AWS_CONFIG_FILE` (default `~/.aws/credentials`, `~/.aws/config`), then aws-config's default chain (web identity, ECS, IMDS) | |
 //! | CA bundle | `AWS_CA_BUNDLE` | system roots |
@@ -224,6 +226,19 @@ impl StoreConfig {
         check_region("AWS_REGION", &region)?;
         let mut cfg = Self::new(endpoint, region, credentials);
         cfg.endpoints = endpoints;
+        if parse_opt(&get, "SLUICE_PIN_ENDPOINT_BY_RANK", parse_bool)? == Some(true) {
+            let rank = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"]
+                .into_iter()
+                .find_map(|var| get(var).map(|v| (var, v)))
+                .map(|(var, v)| {
+                    v.trim().parse::<usize>().map_err(|_| {
+                        Error::config(var, format!("expected a rank (0, 1, ...), got {v:?}"))
+                    })
+                })
+                .transpose()?
+                .unwrap_or(0);
+            cfg.pin_endpoint(rank);
+        }
         cfg.ca_bundle = get("AWS_CA_BUNDLE").map(PathBuf::from);
         if let Some(b) = parse_opt(&get, "SLUICE_PATH_STYLE", parse_bool)? {
             cfg.path_style = b;
@@ -308,6 +323,18 @@ impl StoreConfig {
         self.endpoints = endpoints;
         self.path_style = true;
         Ok(())
+    }
+
+    /// Keeps only endpoint `rank % n` of several (`endpoints`), as DLIO assigns its ranks to
+    /// a store's nodes: each process talks to one node, and the job to all of them. The list
+    /// keeps that one, so what it served is still counted per endpoint. Nothing changes
+    /// without a list.
+    pub fn pin_endpoint(&mut self, rank: usize) {
+        if !self.endpoints.is_empty() {
+            let one = self.endpoints[rank % self.endpoints.len()].clone();
+            self.endpoint = Some(one.clone());
+            self.endpoints = vec![one];
+        }
     }
 
     /// The PEM bytes of `ca_bundle` (AWS_CA_BUNDLE), read once per store built.
@@ -619,6 +646,32 @@ mod tests {
         let mut cfg = c.clone();
         let e = cfg.set_endpoints("--endpoints", [" ", ""]).unwrap_err();
         assert!(e.to_string().contains("--endpoints"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_rank_can_be_pinned_to_one_endpoint() {
+        let three = (
+            "S3_ENDPOINT_URIS",
+            "http://n0:9000,http://n1:9000,http://n2:9000",
+        );
+        let pin = ("SLUICE_PIN_ENDPOINT_BY_RANK", "1");
+        for (rank, host) in [("0", "n0"), ("4", "n1"), ("5", "n2")] {
+            let c = resolve(&[three, pin, ("RANK", rank)]).await.unwrap();
+            let hosts: Vec<_> = c.endpoints.iter().filter_map(Url::host_str).collect();
+            assert_eq!(hosts, [host], "rank {rank}: one endpoint");
+            assert_eq!(c.endpoint_url().host_str(), Some(host), "rank {rank}");
+        }
+        let mpi = resolve(&[three, pin, ("OMPI_COMM_WORLD_RANK", "2")])
+            .await
+            .unwrap();
+        assert_eq!(mpi.endpoint_url().host_str(), Some("n2"));
+        let unpinned = resolve(&[three, ("RANK", "1")]).await.unwrap();
+        assert_eq!(unpinned.endpoints.len(), 3, "off by default");
+        let e = resolve(&[three, pin, ("RANK", "first")]).await.unwrap_err();
+        assert!(
+            e.to_string().contains("RANK") && e.to_string().contains("first"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

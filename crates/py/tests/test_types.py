@@ -14,6 +14,12 @@ def assert_shape(d, td):
     assert set(d) == set(td.__annotations__), f"{td.__name__}: keys differ"
     assert set(td.__annotations__) == td.__required_keys__, f"{td.__name__}: every key is always there"
     for key, t in typing.get_type_hints(td).items():
+        if typing.get_origin(t) is list:  # List[EndpointStats]: a list of such dicts
+            assert isinstance(d[key], list), f"{td.__name__}[{key!r}] = {d[key]!r} is not a list"
+            (item,) = typing.get_args(t)
+            for e in d[key]:
+                assert_shape(e, item)
+            continue
         allowed = typing.get_args(t) or (t,)  # Optional[str] -> (str, NoneType)
         assert isinstance(d[key], allowed), f"{td.__name__}[{key!r}] = {d[key]!r} is not {t}"
 

@@ -34,6 +34,10 @@ pub struct BenchArgs {
     /// Put the server on CPU 0 and the clients on the other CPUs (taskset)
     #[arg(long)]
     pub(super) pin: bool,
+    /// With several endpoints, each worker process (rank) uses endpoint `rank % n` alone, as
+    /// DLIO assigns them, instead of spreading its requests over all
+    #[arg(long)]
+    pub(super) pin_endpoints: bool,
     /// Write the results as JSON here
     #[arg(long = "json", value_name = "FILE")]
     pub(super) json_out: Option<PathBuf>,
@@ -57,6 +61,9 @@ pub struct WorkerArgs {
     pub(super) prefetch: usize,
     #[arg(long, default_value_t = 1)]
     pub(super) epochs: u32,
+    /// Use endpoint `rank % n` of several alone
+    #[arg(long)]
+    pub(super) pin_endpoint: bool,
     #[command(flatten)]
     pub(super) store: StoreArgs,
 }

@@ -92,5 +92,6 @@ pub(super) async fn curl_row(
         // RUSAGE_CHILDREN's peak is the largest of every child so far, not curl's own.
         peak_rss_mb: 0.0,
         first_epoch_mb_per_s: None,
+        endpoints: Vec::new(),
     })
 }

@@ -115,7 +115,9 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         .endpoint
         .clone()
         .or_else(|| std::env::var("AWS_ENDPOINT_URL_S3").ok())
-        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        // Of several, curl reads from the first.
+        .or_else(|| cfg.endpoints.first().map(|u| u.to_string()));
     let cpus = client_cpus(a.pin);
 
     let mut rows = Vec::new();
@@ -135,6 +137,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
                 procs,
                 prefetch,
                 a.epochs,
+                a.pin_endpoints,
                 &store_args,
                 keys.as_ref(),
                 list.path(),

@@ -1,7 +1,7 @@
 //! The bench's results: one row per client and shape, printed as a table.
 
-use crate::output::Failure;
-use serde::Serialize;
+use crate::output::{Failure, MB};
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// One row of the table.
@@ -20,6 +20,38 @@ pub struct Row {
     pub peak_rss_mb: f64,
     /// The first pass, when more than one was made (fresh memory, cold pools).
     pub first_epoch_mb_per_s: Option<f64>,
+    /// What each endpoint served, summed over the row's processes, when the store spreads
+    /// over several (`--endpoints`); empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointCount>,
+}
+
+/// One endpoint's share of a row.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointCount {
+    pub url: String,
+    pub requests: u64,
+    /// Attempts that did not reach it (refused, reset, timed out).
+    pub failures: u64,
+    pub bytes_read: u64,
+}
+
+impl EndpointCount {
+    /// `counts` summed per endpoint, in the order each was first seen.
+    pub fn sum(counts: impl IntoIterator<Item = EndpointCount>) -> Vec<EndpointCount> {
+        let mut out: Vec<EndpointCount> = Vec::new();
+        for c in counts {
+            match out.iter_mut().find(|o| o.url == c.url) {
+                Some(o) => {
+                    o.requests += c.requests;
+                    o.failures += c.failures;
+                    o.bytes_read += c.bytes_read;
+                }
+                None => out.push(c),
+            }
+        }
+        out
+    }
 }
 
 pub(super) fn print_table(rows: &[Row]) {
@@ -59,6 +91,28 @@ pub(super) fn print_table(rows: &[Row]) {
             r.first_epoch_mb_per_s
                 .map_or("-".into(), |m| format!("{m:.0}"))
         );
+    }
+    for r in rows {
+        for e in &r.endpoints {
+            let share = 100.0 * e.bytes_read as f64 / r.bytes_total().max(1) as f64;
+            println!(
+                "  {} {}x{}: endpoint {}: {} requests, {} failed, {:.0} MB read ({share:.0}%)",
+                r.client,
+                r.processes,
+                r.prefetch,
+                e.url,
+                e.requests,
+                e.failures,
+                e.bytes_read as f64 / MB,
+            );
+        }
+    }
+}
+
+impl Row {
+    /// Bytes read from every endpoint, all epochs.
+    fn bytes_total(&self) -> u64 {
+        self.endpoints.iter().map(|e| e.bytes_read).sum()
     }
 }
 

@@ -3,7 +3,7 @@
 //! starts them and sums their reports into a row.
 
 use super::args::WorkerArgs;
-use super::report::Row;
+use super::report::{EndpointCount, Row};
 use super::server::pinned;
 use crate::StoreArgs;
 use crate::output::{Failure, MB, cpu_s_per_gb, mb_per_sec};
@@ -32,6 +32,8 @@ pub struct WorkerEpoch {
 pub struct WorkerDone {
     cpu_seconds: f64,
     peak_rss_bytes: u64,
+    #[serde(default)]
+    endpoints: Vec<EndpointCount>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -40,6 +42,7 @@ pub(super) fn worker_row(
     procs: usize,
     prefetch: usize,
     epochs: u32,
+    pin_endpoint: bool,
     store: &StoreArgs,
     keys: Option<&(String, String)>,
     list: &Path,
@@ -65,6 +68,9 @@ pub(super) fn worker_row(
         ]);
         if let Some(e) = &store.endpoint {
             cmd.args(["--endpoint", e]);
+        }
+        if pin_endpoint {
+            cmd.arg("--pin-endpoint");
         }
         if !store.endpoints.is_empty() {
             cmd.arg("--endpoints").arg(store.endpoints.join(","));
@@ -157,6 +163,7 @@ pub(super) fn worker_row(
         cpu_s_per_gb: cpu_s_per_gb(cpu, all_bytes),
         peak_rss_mb: dones.iter().map(|d| d.peak_rss_bytes).max().unwrap_or(0) as f64 / MB,
         first_epoch_mb_per_s: first,
+        endpoints: EndpointCount::sum(dones.into_iter().flat_map(|d| d.endpoints)),
     })
 }
 
@@ -176,7 +183,11 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
         });
     }
     let dataset = Dataset::from_items(items);
-    let store = a.store.open().await?;
+    let mut cfg = a.store.config().await?;
+    if a.pin_endpoint {
+        cfg.pin_endpoint(a.rank);
+    }
+    let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let cpu0 = rusage::this_process().unwrap_or(0.0);
     for epoch in 0..a.epochs.max(1) {
         let opts = LoaderOptions {
@@ -214,6 +225,16 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
     let done = WorkerDone {
         cpu_seconds: rusage::this_process().unwrap_or(0.0) - cpu0,
         peak_rss_bytes: peak_rss_bytes(),
+        endpoints: store
+            .endpoint_stats()
+            .into_iter()
+            .map(|e| EndpointCount {
+                url: e.url.to_string(),
+                requests: e.requests,
+                failures: e.failures,
+                bytes_read: e.bytes_read,
+            })
+            .collect(),
     };
     println!("{}", serde_json::to_string(&done).expect("serialisable"));
     Ok(())

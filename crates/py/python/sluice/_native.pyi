@@ -22,6 +22,7 @@ __all__ = [
     "get_many",
     "list",
     "stat",
+    "endpoint_stats",
     "exists",
     "put",
     "delete",
