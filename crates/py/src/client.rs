@@ -10,7 +10,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_core::{
-    ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig, WriteOptions,
+    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutPayload, Segment,
+    StoreConfig, WriteOptions,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -147,14 +148,16 @@ impl Client {
         Ok(Object::new(uri.to_owned(), data))
     }
 
-    /// `length` bytes from `offset` (to the end when `length` is None).
-    #[pyo3(signature = (uri, offset, length=None))]
+    /// `length` bytes from `offset` (to the end when `length` is None); with `etag`, of that
+    /// version only (`If-Match`: another version is an integrity error, not its bytes).
+    #[pyo3(signature = (uri, offset, length=None, etag=None))]
     fn get_range(
         &self,
         py: Python<'_>,
         uri: &str,
         offset: u64,
         length: Option<u64>,
+        etag: Option<String>,
     ) -> PyResult<Object> {
         let range = match length {
             None => ByteRange::from_offset(offset),
@@ -168,7 +171,16 @@ impl Client {
         };
         let store = self.store()?;
         let u = parse_uri(uri)?;
-        let data = block(py, async move { store.get(&u, Some(range)).await })?;
+        let opts = GetOptions {
+            range: Some(range),
+            if_match: etag,
+        };
+        let data = block(py, async move {
+            let mut seg = Segment::growable();
+            store.get_into_with(&u, &opts, &mut seg).await?;
+            seg.freeze()
+                .map_err(|e| Error::integrity(u.to_string(), e.to_string()))
+        })?;
         Ok(Object::new(uri.to_owned(), data))
     }
 
@@ -348,8 +360,8 @@ delegate!(
     fn get(uri: &str) -> Object
 );
 delegate!(
-    #[pyo3(signature = (uri, offset, length=None))]
-    fn get_range(uri: &str, offset: u64, length: Option<u64>) -> Object
+    #[pyo3(signature = (uri, offset, length=None, etag=None))]
+    fn get_range(uri: &str, offset: u64, length: Option<u64>, etag: Option<String>) -> Object
 );
 delegate!(
     #[pyo3(signature = (uris, max_in_flight=64))]

@@ -32,6 +32,7 @@ from ._native import (
     stat,
     writer,
 )
+from ._io import ObjectReader, ObjectWriter, open
 from ._types import EndpointStats, LoaderStats, StatResult, WriteResult
 
 __all__ = [
@@ -40,6 +41,8 @@ __all__ = [
     "Loader",
     "LoaderStats",
     "Object",
+    "ObjectReader",
+    "ObjectWriter",
     "S3Error",
     "StatResult",
     "EndpointStats",
@@ -53,6 +56,7 @@ __all__ = [
     "get_many",
     "get_range",
     "list",
+    "open",
     "put",
     "stat",
     "writer",

@@ -22,7 +22,7 @@ import torch.utils.data
 import sluice
 from sluice._sharding import resolve_shard
 
-__all__ = ["S3IterableDataset", "S3MapDataset", "Transform"]
+__all__ = ["S3IterableDataset", "S3MapDataset", "Transform", "load", "save"]
 
 Transform = Callable[[sluice.Object], Any]
 
@@ -120,3 +120,18 @@ class S3MapDataset(torch.utils.data.Dataset):
         state = self.__dict__.copy()
         state["_client"] = None
         return state
+
+
+def save(obj: Any, uri: str, client: Optional[sluice.Client] = None, **kwargs: Any) -> None:
+    """``torch.save(obj)`` into the object `uri`, streamed as a multipart upload (memory stays
+    bounded by the part size); the object appears only once the whole checkpoint is written.
+    `kwargs` go to ``torch.save``."""
+    with sluice.open(uri, "wb", client=client) as f:
+        torch.save(obj, f, **kwargs)
+
+
+def load(uri: str, map_location: Any = None, client: Optional[sluice.Client] = None, **kwargs: Any) -> Any:
+    """``torch.load`` from the object `uri`, read with ranged GETs of one version of it.
+    `map_location` and `kwargs` (``weights_only``, ...) go to ``torch.load``."""
+    with sluice.open(uri, "rb", client=client) as f:
+        return torch.load(f, map_location=map_location, **kwargs)

@@ -1,0 +1,224 @@
+"""``sluice.open``: an object as a binary file, for libraries that want one (``torch.load``,
+``numpy.load``, ``PIL.Image.open``, pyarrow, h5py).
+
+Reading: ranged GETs of one version of the object (each carries ``If-Match`` with the ETag
+its ``stat`` gave, so an object replaced while open is an error, never two versions spliced),
+with read-ahead that adapts to the access pattern: it starts at ``MIN_READAHEAD`` (a footer
+read or a random access fetches little) and doubles, up to ``MAX_READAHEAD``, while reads
+follow each other; a seek elsewhere starts it over.
+
+Writing: a streaming multipart upload (``Client.writer``): memory stays bounded by the part
+size and the parts in flight, whatever the object's size; the object appears on ``close``
+and not at all if the ``with`` block raises (the upload is aborted).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+if TYPE_CHECKING:
+    from ._native import Client
+
+__all__ = ["open", "ObjectReader", "ObjectWriter"]
+
+MIN_READAHEAD = 1 << 20
+"""First read-ahead after open or a seek: enough for a header or footer in one request."""
+MAX_READAHEAD = 64 << 20
+"""Read-ahead of a long sequential read: a few requests per large object, 64 MiB held."""
+
+_open = open
+
+
+def _client(client: Optional["Client"]) -> Any:
+    """`client`, or the process's default client (the module-level functions, which take
+    the same arguments as its methods)."""
+    if client is not None:
+        return client
+    from . import _native
+
+    return _native
+
+
+class ObjectReader(io.BufferedIOBase):
+    """An object opened for reading (``sluice.open(uri, "rb")``): seekable, one version."""
+
+    def __init__(self, uri: str, client: Optional["Client"] = None):
+        super().__init__()
+        self._client = _client(client)
+        st = self._client.stat(uri)
+        self.name = uri
+        self._size: int = st["size"]
+        self._etag: Optional[str] = st["etag"]
+        self._pos = 0
+        self._buf = memoryview(b"")
+        self._buf_start = 0
+        self._readahead = MIN_READAHEAD
+
+    @property
+    def size(self) -> int:
+        """The object's size in bytes."""
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"{self.name}: whence must be 0, 1 or 2, not {whence!r}")
+        if pos < 0:
+            raise OSError(22, f"{self.name}: cannot seek to {pos} (before the start)")
+        self._pos = pos
+        return pos
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"{self.name}: I/O operation on a closed file")
+
+    def _fill(self, want: int) -> None:
+        """Makes the buffer start at the position and hold at least `want` bytes of it (or
+        to the end of the object)."""
+        end = self._buf_start + len(self._buf)
+        sequential = self._buf_start <= self._pos <= end and len(self._buf) > 0
+        self._readahead = min(self._readahead * 2, MAX_READAHEAD) if sequential else MIN_READAHEAD
+        length = min(max(want, self._readahead), self._size - self._pos)
+        obj = self._client.get_range(self.name, self._pos, length, etag=self._etag)
+        if len(obj) != length:
+            raise OSError(f"{self.name}: asked for {length} bytes at {self._pos}, got {len(obj)}")
+        self._buf = memoryview(obj)
+        self._buf_start = self._pos
+
+    def _available(self, n: int) -> memoryview:
+        """Up to `n` bytes at the position, fetching when the buffer has none of them."""
+        if self._pos >= self._size or n == 0:
+            return memoryview(b"")
+        at = self._pos - self._buf_start
+        if not (0 <= at < len(self._buf)):
+            self._fill(n)
+            at = 0
+        return self._buf[at : at + n]
+
+    def readinto(self, b: Any) -> int:
+        self._check_open()
+        out = memoryview(b).cast("B")
+        done = 0
+        while done < len(out):
+            chunk = self._available(len(out) - done)
+            if not chunk:
+                break
+            out[done : done + len(chunk)] = chunk
+            done += len(chunk)
+            self._pos += len(chunk)
+        return done
+
+    def read(self, size: Optional[int] = -1) -> bytes:
+        self._check_open()
+        if size is None or size < 0:
+            size = max(self._size - self._pos, 0)
+        buf = bytearray(min(size, max(self._size - self._pos, 0)))
+        n = self.readinto(buf)
+        return bytes(buf[:n])
+
+    def read1(self, size: int = -1) -> bytes:
+        self._check_open()
+        chunk = self._available(self._readahead if size is None or size < 0 else size)
+        self._pos += len(chunk)
+        return bytes(chunk)
+
+    def readinto1(self, b: Any) -> int:
+        return self.readinto(b)
+
+    def close(self) -> None:
+        self._buf = memoryview(b"")
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"<sluice.ObjectReader {self.name} size={self._size}>"
+
+
+class ObjectWriter(io.BufferedIOBase):
+    """An object opened for writing (``sluice.open(uri, "wb")``): a streaming multipart
+    upload that becomes visible on ``close``; leaving a ``with`` block by an exception, or
+    ``abort()``, leaves nothing behind."""
+
+    def __init__(self, uri: str, client: Optional["Client"] = None, part_size: Optional[int] = None):
+        super().__init__()
+        self.name = uri
+        self._writer = _client(client).writer(uri, part_size=part_size)
+        self._written = 0
+        self.result: Optional[dict] = None
+        """What ``close`` made visible (``sluice.WriteResult``)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._written
+
+    def write(self, b: Any) -> int:
+        if self.closed:
+            raise ValueError(f"{self.name}: write to a closed file")
+        n = self._writer.write(b)
+        self._written += n
+        return n
+
+    def flush(self) -> None:
+        # Parts go out as they fill; nothing is visible before close, as S3 allows no more.
+        if self.closed:
+            return
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.result = self._writer.close()
+            finally:
+                super().close()
+
+    def abort(self) -> None:
+        """Ends the upload without making the object visible."""
+        if not self.closed:
+            try:
+                self._writer.abort()
+            finally:
+                super().close()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"<sluice.ObjectWriter {self.name} written={self._written}>"
+
+
+def open(  # noqa: A001 - the name users expect, as in fsspec and smart_open
+    uri: str,
+    mode: str = "rb",
+    client: Optional["Client"] = None,
+    part_size: Optional[int] = None,
+) -> Union[ObjectReader, ObjectWriter]:
+    """Opens the object `uri` as a binary file: ``"rb"`` (seekable, read-ahead) or ``"wb"``
+    (streaming upload). `client`: the client to use (default: one from the environment);
+    `part_size`: bytes per uploaded part when writing."""
+    if mode == "rb":
+        if part_size is not None:
+            raise ValueError(f"part_size: only for writing, not mode {mode!r}")
+        return ObjectReader(uri, client)
+    if mode == "wb":
+        return ObjectWriter(uri, client, part_size)
+    raise ValueError(f"mode: {mode!r} is not supported; use 'rb' or 'wb' (objects are binary)")

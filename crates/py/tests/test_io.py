@@ -1,0 +1,143 @@
+"""``sluice.open``: objects as binary files, over real sockets to the test server."""
+
+import io
+import random
+
+import pytest
+
+import sluice
+from sluice.testing import pattern
+
+SIZES = [0, 1, (5 << 20) - 1, 5 << 20, (5 << 20) + 1]
+
+
+def uri(server, prefix, name):
+    return f"s3://{server.bucket}/{prefix}{name}"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda n: f"{n}B")
+def test_write_then_read_every_size_class(server, client, prefix, size):
+    u = uri(server, prefix, "obj")
+    data = pattern(u, size)
+    with sluice.open(u, "wb", client=client, part_size=5 << 20) as f:
+        # Written in uneven pieces, as a library writing a file would.
+        for at in range(0, size, 777_777):
+            assert f.write(data[at : at + 777_777]) == len(data[at : at + 777_777])
+        assert f.tell() == size
+    assert f.result["total_bytes"] == size
+    with sluice.open(u, "rb", client=client) as r:
+        assert r.size == size and r.seekable() and r.readable()
+        assert r.read() == data
+        assert r.read() == b"" and r.tell() == size
+    assert client.get(u).to_bytes() == data
+
+
+def test_seeks_and_reads_match_the_local_copy(server, client, prefix):
+    u = uri(server, prefix, "seek")
+    size = 3_000_001
+    data = pattern(u, size)
+    client.put(u, data)
+    local = io.BytesIO(data)
+    rng = random.Random(7)
+    with sluice.open(u, "rb", client=client) as r:
+        for _ in range(300):
+            how = rng.choice(["set", "cur", "end", "read", "readinto", "read1", "past"])
+            if how == "set":
+                at = rng.randrange(size + 1)
+                assert r.seek(at) == local.seek(at)
+            elif how == "cur":
+                off = rng.randrange(-min(local.tell(), 5000), 5000)
+                assert r.seek(off, io.SEEK_CUR) == local.seek(off, io.SEEK_CUR)
+            elif how == "end":
+                off = -rng.randrange(min(size, 100_000) + 1)
+                assert r.seek(off, io.SEEK_END) == local.seek(off, io.SEEK_END)
+            elif how == "read":
+                n = rng.choice([0, 1, 100, 65_536, 1_500_000, -1])
+                assert r.read(n) == local.read(n)
+            elif how == "readinto":
+                a, b = bytearray(rng.randrange(1, 200_000)), bytearray(0)
+                b = bytearray(len(a))
+                assert r.readinto(a) == local.readinto(b)
+                assert a == b
+            elif how == "read1":
+                got = r.read1(50_000)
+                assert got == local.read(len(got))
+                assert got or local.tell() >= size
+            else:  # past the end: empty, as a file
+                r.seek(size + 10)
+                local.seek(size + 10)
+                assert r.read(5) == local.read(5) == b""
+            assert r.tell() == local.tell()
+    with pytest.raises(ValueError, match="closed"):
+        r.read(1)
+
+
+def test_read_ahead_grows_on_sequential_reads_and_restarts_on_a_seek(server, client, prefix):
+    u = uri(server, prefix, "ahead")
+    client.put(u, pattern(u, 20 << 20))
+    r = sluice.open(u, "rb", client=client)
+    first = server.gets
+    while r.read(64 << 10):
+        pass
+    sequential = server.gets - first
+    # Doubling from 1 MiB: 1+2+4+8+... covers 20 MiB in a handful of GETs, not 320.
+    assert sequential <= 6, sequential
+    r.seek(0)
+    assert r.read(10) == pattern(u, 10)
+    r.close()
+
+
+def test_an_object_replaced_while_open_is_an_error_not_two_versions(server, client, prefix):
+    u = uri(server, prefix, "replaced")
+    client.put(u, pattern(u, 4 << 20))
+    with sluice.open(u, "rb", client=client) as r:
+        r.read(10)
+        client.put(u, bytes(4 << 20))  # another version, same size
+        r.seek(3 << 20)
+        with pytest.raises(sluice.S3Error, match="changed"):
+            r.read(10)
+
+
+def test_a_failed_write_leaves_nothing(server, client, prefix):
+    u = uri(server, prefix, "never")
+    with pytest.raises(RuntimeError, match="boom"):
+        with sluice.open(u, "wb", client=client, part_size=5 << 20) as f:
+            f.write(bytes(6 << 20))  # a part is already uploaded
+            raise RuntimeError("boom")
+    assert not client.exists(u)
+    assert f.closed
+    with pytest.raises(ValueError, match="closed"):
+        f.write(b"x")
+
+
+def test_bad_modes_and_missing_objects_are_named(server, client, prefix):
+    u = uri(server, prefix, "nothing-here")
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        sluice.open(u, "rb", client=client)
+    for mode in ("r", "w", "ab", "r+b"):
+        with pytest.raises(ValueError, match="mode"):
+            sluice.open(u, mode, client=client)
+    with pytest.raises(ValueError, match="part_size"):
+        sluice.open(u, "rb", part_size=1 << 20)
+
+
+def test_the_default_client_and_numpy_load(server, prefix):
+    np = pytest.importorskip("numpy")
+    u = uri(server, prefix, "arr.npy")
+    arr = np.arange(100_000, dtype=np.float32).reshape(100, 1000)
+    with sluice.open(u, "wb") as f:  # the process's client, from the environment
+        np.save(f, arr)
+    with sluice.open(u, "rb") as f:
+        assert np.array_equal(np.load(f), arr)
+
+
+def test_torch_save_and_load_round_trip(server, client, prefix):
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    import sluice.torch as st
+
+    u = uri(server, prefix, "ckpt.pt")
+    state = {"w": torch.randn(256, 1024), "step": 7, "names": ["a", "b"]}
+    st.save(state, u, client=client)
+    back = st.load(u, map_location="cpu", client=client, weights_only=True)
+    assert back["step"] == 7 and back["names"] == ["a", "b"]
+    assert torch.equal(back["w"], state["w"])
