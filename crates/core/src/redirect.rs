@@ -191,10 +191,8 @@ fn forbidden_host(host: &Host<&str>) -> bool {
         IpAddr::V6(v6) => {
             v6.is_unspecified()
                 || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6
-                    == "fd00:ec2::254"
-                        .parse::<std::net::Ipv6Addr>()
-                        .expect("an address")
+                // AWS's IMDS over IPv6: fd00:ec2::254.
+                || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
         }
     }
 }
@@ -490,6 +488,10 @@ mod tests {
     fn dangerous_or_unusable_targets_are_refused_with_the_reason() {
         let https = cfg("https://store:443");
         for (m, why) in [
+            (
+                moved(307, Some("https://[fd00:ec2::254]/b/k"), None),
+                "metadata",
+            ),
             (moved(301, Some("http://store/b/k"), None), "https to http"),
             (
                 moved(301, Some("https://169.254.169.254/latest"), None),
