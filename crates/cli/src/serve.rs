@@ -27,6 +27,9 @@ pub struct ServeArgs {
     /// Buckets to create at start
     #[arg(long = "bucket", default_values_t = vec![sluice_testserver::DEFAULT_BUCKET.to_string()])]
     buckets: Vec<String>,
+    /// Buckets that unsigned requests may read (GET, HEAD, list), as a public dataset's
+    #[arg(long = "public-bucket")]
+    public_buckets: Vec<String>,
     /// Write the https CA certificate here (for AWS_CA_BUNDLE)
     #[arg(long)]
     ca_out: Option<PathBuf>,
@@ -57,6 +60,7 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         secret_key: a.secret_key.clone(),
         buckets: a.buckets.clone(),
         data_dir: a.data_dir.clone(),
+        public_buckets: a.public_buckets.clone(),
     };
     let server = TestServer::start(opts)
         .await

@@ -2,6 +2,7 @@
 //! environment.
 
 use crate::errors::{to_py, value_error};
+use crate::listing::Listing;
 use crate::object::{Object, bytes_of};
 use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
 use crate::writer::Writer;
@@ -57,12 +58,120 @@ pub struct Client {
     store: Arc<dyn ObjectStore>,
     write_options: WriteOptions,
     owner: u32,
+    /// The `sluice.Config` it was made with.
+    config: Py<PyAny>,
+}
+
+/// What a `Client` is made with: its arguments, else its `config=`'s fields.
+struct Settings {
+    backend: Option<String>,
+    endpoint: Option<String>,
+    region: Option<String>,
+    ca_bundle: Option<PathBuf>,
+    max_attempts: Option<u32>,
+    connect_timeout: Option<f64>,
+    first_byte_timeout: Option<f64>,
+    endpoints: Option<Vec<String>>,
+    profile: Option<String>,
+    unsigned: bool,
+    stall_timeout: Option<f64>,
+}
+
+/// The credentials variables an explicit `profile=` hides, as the AWS CLI's `--profile`
+/// wins over them.
+const STATIC_CREDENTIALS: [&str; 3] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
+
+impl Settings {
+    /// The environment's configuration with these settings over it.
+    fn store_config(&self, py: Python<'_>) -> PyResult<StoreConfig> {
+        let profile = self.profile.clone();
+        let mut cfg: StoreConfig = block(py, async move {
+            let lookup = move |k: &str| match &profile {
+                Some(p) if k == "AWS_PROFILE" => Some(p.clone()),
+                Some(_) if STATIC_CREDENTIALS.contains(&k) => None,
+                _ => std::env::var(k).ok(),
+            };
+            StoreConfig::from_env_source(&lookup).await
+        })?;
+        if self.endpoint.is_some() && self.endpoints.is_some() {
+            return Err(value_error(
+                "endpoints",
+                "give endpoint= or endpoints=, not both",
+            ));
+        }
+        if let Some(e) = &self.endpoint {
+            cfg.set_endpoint("endpoint", e).map_err(to_py)?;
+        }
+        if let Some(list) = &self.endpoints {
+            cfg.set_endpoints("endpoints", list.iter().map(String::as_str))
+                .map_err(to_py)?;
+        }
+        if let Some(r) = &self.region {
+            cfg.set_region("region", r).map_err(to_py)?;
+        }
+        if self.ca_bundle.is_some() {
+            cfg.ca_bundle = self.ca_bundle.clone();
+        }
+        if let Some(n) = self.max_attempts {
+            if n == 0 {
+                return Err(value_error("max_attempts", "must be at least 1"));
+            }
+            cfg.retry.max_attempts = n;
+        }
+        if let Some(t) = self.connect_timeout {
+            cfg.timeouts.connect = seconds("connect_timeout", t)?;
+        }
+        if let Some(t) = self.first_byte_timeout {
+            cfg.timeouts.first_byte = seconds("first_byte_timeout", t)?;
+        }
+        if let Some(t) = self.stall_timeout {
+            cfg.timeouts.stall = seconds("stall_timeout", t)?;
+        }
+        if self.unsigned {
+            cfg.credentials = sluice_core::CredentialsCache::anonymous();
+        }
+        Ok(cfg)
+    }
+
+    /// These settings as a `sluice.Config` (fields left unset stay `None`).
+    fn to_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let kw = PyDict::new(py);
+        kw.set_item("backend", &self.backend)?;
+        kw.set_item("endpoint", &self.endpoint)?;
+        kw.set_item("endpoints", &self.endpoints)?;
+        kw.set_item("region", &self.region)?;
+        kw.set_item("profile", &self.profile)?;
+        kw.set_item("unsigned", self.unsigned)?;
+        kw.set_item("ca_bundle", &self.ca_bundle)?;
+        kw.set_item("max_attempts", self.max_attempts)?;
+        kw.set_item("connect_timeout", self.connect_timeout)?;
+        kw.set_item("first_byte_timeout", self.first_byte_timeout)?;
+        kw.set_item("stall_timeout", self.stall_timeout)?;
+        py.import("sluice._config")?
+            .getattr("Config")?
+            .call((), Some(&kw))
+    }
 }
 
 impl Client {
     pub fn store(&self) -> PyResult<Arc<dyn ObjectStore>> {
         check_owner(self.owner, "sluice.Client")?;
         Ok(self.store.clone())
+    }
+
+    /// A client from the environment, with `backend` and a `sluice.Config`'s settings over it.
+    pub fn from_config(
+        py: Python<'_>,
+        backend: Option<String>,
+        config: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        Self::new(
+            py, backend, None, None, None, None, None, None, None, None, None, None, config,
+        )
     }
 
     /// How this client's streaming uploads cut parts (SLUICE_MULTIPART_PART_SIZE).
@@ -74,58 +183,77 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None, connect_timeout=None, first_byte_timeout=None, endpoints=None))]
+    #[pyo3(signature = (backend=None, endpoint=None, region=None, ca_bundle=None, max_attempts=None, connect_timeout=None, first_byte_timeout=None, endpoints=None, profile=None, unsigned=None, stall_timeout=None, config=None))]
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         py: Python<'_>,
-        backend: Option<&str>,
-        endpoint: Option<&str>,
-        region: Option<&str>,
+        backend: Option<String>,
+        endpoint: Option<String>,
+        region: Option<String>,
         ca_bundle: Option<PathBuf>,
         max_attempts: Option<u32>,
         connect_timeout: Option<f64>,
         first_byte_timeout: Option<f64>,
         endpoints: Option<Vec<String>>,
+        profile: Option<String>,
+        unsigned: Option<bool>,
+        stall_timeout: Option<f64>,
+        config: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let mut cfg: StoreConfig = block(py, StoreConfig::from_env())?;
-        if let Some(e) = endpoint {
-            cfg.set_endpoint("endpoint", e).map_err(to_py)?;
-        }
-        if endpoint.is_some() && endpoints.is_some() {
-            return Err(value_error(
-                "endpoints",
-                "give endpoint= or endpoints=, not both",
-            ));
-        }
-        if let Some(list) = &endpoints {
-            cfg.set_endpoints("endpoints", list.iter().map(String::as_str))
-                .map_err(to_py)?;
-        }
-        if let Some(r) = region {
-            cfg.set_region("region", r).map_err(to_py)?;
-        }
-        if ca_bundle.is_some() {
-            cfg.ca_bundle = ca_bundle;
-        }
-        if let Some(n) = max_attempts {
-            if n == 0 {
-                return Err(value_error("max_attempts", "must be at least 1"));
+        // Arguments given here win over the `config`'s (a `sluice.Config`), which win over
+        // the environment.
+        let from = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            match &config {
+                Some(c) => Ok(Some(c.getattr(name)?).filter(|v| !v.is_none())),
+                None => Ok(None),
             }
-            cfg.retry.max_attempts = n;
+        };
+        macro_rules! pick {
+            ($arg:ident) => {
+                match $arg {
+                    Some(v) => Some(v),
+                    None => from(stringify!($arg))?
+                        .map(|v| v.extract())
+                        .transpose()
+                        .map_err(|e| value_error(concat!("config.", stringify!($arg)), e))?,
+                }
+            };
         }
-        if let Some(t) = connect_timeout {
-            cfg.timeouts.connect = seconds("connect_timeout", t)?;
-        }
-        if let Some(t) = first_byte_timeout {
-            cfg.timeouts.first_byte = seconds("first_byte_timeout", t)?;
-        }
+        let s = Settings {
+            backend: pick!(backend),
+            endpoint: pick!(endpoint),
+            region: pick!(region),
+            ca_bundle: pick!(ca_bundle),
+            max_attempts: pick!(max_attempts),
+            connect_timeout: pick!(connect_timeout),
+            first_byte_timeout: pick!(first_byte_timeout),
+            endpoints: pick!(endpoints),
+            profile: pick!(profile),
+            unsigned: pick!(unsigned).unwrap_or(false),
+            stall_timeout: pick!(stall_timeout),
+        };
+        let cfg = s.store_config(py)?;
         let write_options = WriteOptions::from_config(&cfg);
-        let store = sluice::registry::open(backend, cfg).map_err(to_py)?;
+        let store = sluice::registry::open(s.backend.as_deref(), cfg).map_err(to_py)?;
         Ok(Self {
             store,
             write_options,
             owner: std::process::id(),
+            config: s.to_python(py)?.unbind(),
         })
+    }
+
+    /// The settings this client was made with, as a `sluice.Config` (what it pickles as).
+    #[getter]
+    fn config(&self, py: Python<'_>) -> Py<PyAny> {
+        self.config.clone_ref(py)
+    }
+
+    /// A client pickles as its `config`: unpickled in another process (a DataLoader worker,
+    /// say), it is a new client there, with its own connections.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Py<PyAny>,))> {
+        let make = py.import("sluice._config")?.getattr("_client")?;
+        Ok((make, (self.config.clone_ref(py),)))
     }
 
     /// The client stack in use: "hyper", "awssdk" or "objectstore".
@@ -220,6 +348,14 @@ impl Client {
                 async move { store.list(&u, recursive).try_collect().await },
             )?;
         Ok(entries.iter().map(|e| e.uri().to_string()).collect())
+    }
+
+    /// The entries under `uri` (a prefix) as an iterator that lists page by page while you
+    /// iterate: `ListEntry`s with `uri`, `key`, `size`, `etag`, `last_modified`; not
+    /// recursive, sub-prefixes come as entries with `is_prefix` (and `size` None).
+    #[pyo3(signature = (uri, recursive=false))]
+    fn list_objects(&self, _py: Python<'_>, uri: &str, recursive: bool) -> PyResult<Listing> {
+        Listing::start(self.store()?, parse_uri(uri)?, recursive)
     }
 
     /// {"uri", "size", "etag", "last_modified" (seconds since the epoch, or None)}.
@@ -336,12 +472,7 @@ static DEFAULT: PerProcess<Py<Client>> = PerProcess::new();
 /// The module-level functions' client: from the environment, one per process.
 pub fn default_client(py: Python<'_>) -> PyResult<Py<Client>> {
     DEFAULT
-        .get_or_try_init(|| {
-            Py::new(
-                py,
-                Client::new(py, None, None, None, None, None, None, None, None)?,
-            )
-        })
+        .get_or_try_init(|| Py::new(py, Client::from_config(py, None, None)?))
         .map(|c| c.clone_ref(py))
 }
 
@@ -370,6 +501,10 @@ delegate!(
 delegate!(
     #[pyo3(signature = (uri, recursive=false))]
     fn list(uri: &str, recursive: bool) -> Vec<String>
+);
+delegate!(
+    #[pyo3(signature = (uri, recursive=false))]
+    fn list_objects(uri: &str, recursive: bool) -> Listing
 );
 delegate!(fn exists(uri: &str) -> bool);
 delegate!(

@@ -4,6 +4,7 @@
 
 mod client;
 mod errors;
+mod listing;
 mod loader;
 mod npz;
 mod object;
@@ -23,11 +24,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<testing::TestServer>()?;
     m.add_class::<testing::HostileServer>()?;
     m.add_class::<writer::Writer>()?;
+    m.add_class::<listing::Entry>()?;
+    m.add_class::<listing::Listing>()?;
     m.add("S3Error", m.py().get_type::<errors::S3Error>())?;
     m.add_function(wrap_pyfunction!(client::get, m)?)?;
     m.add_function(wrap_pyfunction!(client::get_range, m)?)?;
     m.add_function(wrap_pyfunction!(client::get_many, m)?)?;
     m.add_function(wrap_pyfunction!(client::list, m)?)?;
+    m.add_function(wrap_pyfunction!(client::list_objects, m)?)?;
     m.add_function(wrap_pyfunction!(client::stat, m)?)?;
     m.add_function(wrap_pyfunction!(client::default_endpoint_stats, m)?)?;
     m.add_function(wrap_pyfunction!(client::exists, m)?)?;

@@ -35,20 +35,18 @@ impl Dataset {
         })
     }
 
-    /// From one recursive listing of `uri` (sizes kept), only keys ending in `suffix`.
+    /// From one recursive listing of `uri` (sizes kept), only keys ending in `suffix`, through
+    /// `client` (or a client made from `config`, or the default one).
     #[staticmethod]
-    #[pyo3(signature = (uri, suffix=None, client=None))]
+    #[pyo3(signature = (uri, suffix=None, client=None, config=None))]
     fn from_prefix(
         py: Python<'_>,
         uri: &str,
         suffix: Option<String>,
         client: Option<Py<Client>>,
+        config: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let client = match client {
-            Some(c) => c,
-            None => default_client(py)?,
-        };
-        let store = client.get().store()?;
+        let store = client_store(py, client, None, config)?;
         let prefix = parse_uri(uri)?;
         let inner = block(py, async move {
             sluice_loader::Dataset::from_prefix(store.as_ref(), &prefix, suffix.as_deref()).await
@@ -121,6 +119,25 @@ pub struct Loader {
     len: usize,
 }
 
+/// The store to read through: `client`'s, one made from `backend` and `config` (a
+/// `sluice.Config`, e.g. rebuilt in a DataLoader worker), or the process's default client's.
+fn client_store(
+    py: Python<'_>,
+    client: Option<Py<Client>>,
+    backend: Option<&str>,
+    config: Option<Bound<'_, PyAny>>,
+) -> PyResult<Arc<dyn sluice_core::ObjectStore>> {
+    match client {
+        Some(_) if backend.is_some() || config.is_some() => Err(value_error(
+            "client",
+            "give client= alone, or backend= and config=, not both",
+        )),
+        Some(c) => c.get().store(),
+        None if backend.is_none() && config.is_none() => default_client(py)?.get().store(),
+        None => Client::from_config(py, backend.map(str::to_owned), config)?.store(),
+    }
+}
+
 fn parse_order(order: &str) -> PyResult<Order> {
     match order {
         "completion" => Ok(Order::Completion),
@@ -182,7 +199,8 @@ impl Loader {
         dataset, prefetch=16, order="completion", shuffle=false, seed=0, epoch=0,
         rank=None, world_size=None, worker_id=None, num_workers=None,
         backend=None, client=None, range_threshold=None, chunk_size=None,
-        max_requests=64, memory_budget=Some(sluice_loader::DEFAULT_MEMORY_BUDGET), on_error="raise", reuse_buffers=true
+        max_requests=64, memory_budget=Some(sluice_loader::DEFAULT_MEMORY_BUDGET), on_error="raise", reuse_buffers=true,
+        config=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -205,20 +223,9 @@ impl Loader {
         memory_budget: Option<u64>,
         on_error: &str,
         reuse_buffers: bool,
+        config: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let store = match (client, backend) {
-            (Some(_), Some(_)) => {
-                return Err(value_error(
-                    "backend",
-                    "give either backend or client, not both",
-                ));
-            }
-            (Some(c), None) => c.get().store()?,
-            (None, Some(b)) => {
-                Client::new(py, Some(b), None, None, None, None, None, None, None)?.store()?
-            }
-            (None, None) => default_client(py)?.get().store()?,
-        };
+        let store = client_store(py, client, backend, config)?;
         let defaults = sluice_loader::LoaderOptions::default();
         let opts = sluice_loader::LoaderOptions {
             prefetch,

@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access;
 pub mod faults;
 pub mod hostile;
 mod s3;
@@ -44,6 +45,8 @@ use tokio::task::JoinSet;
 
 /// The default bucket a server starts with.
 pub const DEFAULT_BUCKET: &str = "sluice-test";
+/// A bucket anyone may read without signing (GET, HEAD, list), as a public dataset's.
+pub const PUBLIC_BUCKET: &str = "sluice-public";
 /// The default credentials: test keys, published on purpose.
 pub const DEFAULT_ACCESS_KEY: &str = "sluice-test-access";
 pub const DEFAULT_SECRET_KEY: &str = "sluice-test-secret";
@@ -60,6 +63,9 @@ pub struct ServerOptions {
     pub buckets: Vec<String>,
     /// Serve (and persist) objects from this directory instead of memory alone.
     pub data_dir: Option<PathBuf>,
+    /// Buckets (created at start) that unsigned requests may read; everything else needs a
+    /// signature.
+    pub public_buckets: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -72,6 +78,7 @@ impl Default for ServerOptions {
             secret_key: DEFAULT_SECRET_KEY.into(),
             buckets: vec![DEFAULT_BUCKET.into()],
             data_dir: None,
+            public_buckets: vec![PUBLIC_BUCKET.into()],
         }
     }
 }
@@ -98,7 +105,7 @@ impl TestServer {
             Some(d) => Storage::with_dir(d)?,
             None => Storage::in_memory(),
         });
-        for b in &opts.buckets {
+        for b in opts.buckets.iter().chain(&opts.public_buckets) {
             storage.create_bucket(b);
         }
         let faults = Arc::new(Faults::default());
@@ -107,6 +114,9 @@ impl TestServer {
             opts.access_key.clone(),
             opts.secret_key.clone(),
         ));
+        builder.set_access(access::PublicRead {
+            buckets: opts.public_buckets.clone(),
+        });
         let service = builder.build();
 
         let tls = tls::generate()?;

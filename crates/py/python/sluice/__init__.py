@@ -16,6 +16,8 @@ from . import _native
 from ._native import (
     Client,
     Dataset,
+    ListEntry,
+    Listing,
     Loader,
     Object,
     S3Error,
@@ -28,16 +30,21 @@ from ._native import (
     get_many,
     get_range,
     list,
+    list_objects,
     put,
     stat,
     writer,
 )
+from ._config import Config
 from ._io import ObjectReader, ObjectWriter, open
 from ._types import EndpointStats, LoaderStats, StatResult, WriteResult
 
 __all__ = [
     "Client",
+    "Config",
     "Dataset",
+    "ListEntry",
+    "Listing",
     "Loader",
     "LoaderStats",
     "Object",
@@ -56,6 +63,7 @@ __all__ = [
     "get_many",
     "get_range",
     "list",
+    "list_objects",
     "open",
     "put",
     "stat",

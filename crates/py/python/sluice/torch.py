@@ -57,8 +57,9 @@ class S3IterableDataset(torch.utils.data.IterableDataset):
 
     @classmethod
     def from_prefix(cls, uri: str, suffix: Optional[str] = None, **kwargs: Any) -> "S3IterableDataset":
-        """Lists once, here; workers receive the listing, not a new request."""
-        return cls(sluice.Dataset.from_prefix(uri, suffix), **kwargs)
+        """Lists once, here (through ``config=`` when given); workers receive the listing,
+        not a new request."""
+        return cls(sluice.Dataset.from_prefix(uri, suffix, config=kwargs.get("config")), **kwargs)
 
     def set_epoch(self, epoch: int) -> None:
         """A new shuffle order per epoch (with ``shuffle=True``), as DistributedSampler."""
@@ -91,22 +92,30 @@ class S3IterableDataset(torch.utils.data.IterableDataset):
 class S3MapDataset(torch.utils.data.Dataset):
     """Random access by index: ``ds[i]`` GETs the i-th URI (use a sampler for sharding)."""
 
-    def __init__(self, uris: Sequence[str], transform: Optional[Transform] = None, backend: Optional[str] = None):
+    def __init__(
+        self,
+        uris: Sequence[str],
+        transform: Optional[Transform] = None,
+        backend: Optional[str] = None,
+        config: Optional[sluice.Config] = None,
+    ):
         super().__init__()
         self._uris: List[str] = list(uris)
         self._transform = transform or _identity
         self._backend = backend
+        self._config = config
         self._client: Optional[sluice.Client] = None
         self._pid = -1
 
     @classmethod
     def from_prefix(cls, uri: str, suffix: Optional[str] = None, **kwargs: Any) -> "S3MapDataset":
-        return cls(sluice.Dataset.from_prefix(uri, suffix).uris, **kwargs)
+        listed = sluice.Dataset.from_prefix(uri, suffix, config=kwargs.get("config"))
+        return cls(listed.uris, **kwargs)
 
     def _get_client(self) -> sluice.Client:
         # One client per process: a forked worker must not reuse its parent's connections.
         if self._client is None or self._pid != os.getpid():
-            self._client = sluice.Client(backend=self._backend)
+            self._client = sluice.Client(backend=self._backend, config=self._config)
             self._pid = os.getpid()
         return self._client
 

@@ -1,0 +1,128 @@
+//! `Client.list_objects`: a listing read page by page as Python iterates, so the first
+//! entries come after one request and a bucket of millions of keys never sits in memory.
+
+use crate::client::block;
+use crate::runtime::{check_owner, runtime};
+use futures::StreamExt;
+use pyo3::prelude::*;
+use sluice_core::{Error, ListEntry, ObjectStore, ObjectUri};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+use tokio::sync::{Mutex, mpsc};
+
+/// Entries read ahead of the consumer: one S3 page.
+const AHEAD: usize = 1000;
+
+/// One entry of a listing: an object, or (not recursive) a common prefix.
+#[pyclass(frozen, module = "sluice", name = "ListEntry")]
+#[derive(Debug)]
+pub struct Entry {
+    /// `s3://bucket/key` (a prefix ends in "/").
+    #[pyo3(get)]
+    uri: String,
+    /// The key (or prefix) within the bucket.
+    #[pyo3(get)]
+    key: String,
+    /// Bytes; `None` for a prefix.
+    #[pyo3(get)]
+    size: Option<u64>,
+    /// The ETag as the store sent it; `None` for a prefix or when none was sent.
+    #[pyo3(get)]
+    etag: Option<String>,
+    /// Seconds since the epoch (as `stat`'s), when the store said.
+    #[pyo3(get)]
+    last_modified: Option<f64>,
+}
+
+#[pymethods]
+impl Entry {
+    /// A common prefix ("directory") rather than an object.
+    #[getter]
+    fn is_prefix(&self) -> bool {
+        self.size.is_none()
+    }
+
+    fn __repr__(&self) -> String {
+        match self.size {
+            Some(n) => format!("<sluice.ListEntry {} size={n}>", self.uri),
+            None => format!("<sluice.ListEntry {} (prefix)>", self.uri),
+        }
+    }
+}
+
+impl From<ListEntry> for Entry {
+    fn from(e: ListEntry) -> Self {
+        match e {
+            ListEntry::Object(m) => Entry {
+                uri: m.uri.to_string(),
+                key: m.uri.key().to_owned(),
+                size: Some(m.size),
+                etag: m.etag,
+                last_modified: m
+                    .last_modified
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs_f64()),
+            },
+            ListEntry::Prefix(u) => Entry {
+                uri: u.to_string(),
+                key: u.key().to_owned(),
+                size: None,
+                etag: None,
+                last_modified: None,
+            },
+        }
+    }
+}
+
+/// The iterator `list_objects` returns. A task on the runtime pages through the listing
+/// (retried and checked by core) into a bounded channel; dropping the iterator stops it.
+#[pyclass(module = "sluice", name = "Listing")]
+#[derive(Debug)]
+pub struct Listing {
+    rx: Arc<Mutex<mpsc::Receiver<sluice_core::Result<ListEntry>>>>,
+    owner: u32,
+}
+
+impl Listing {
+    pub fn start(
+        store: Arc<dyn ObjectStore>,
+        prefix: ObjectUri,
+        recursive: bool,
+    ) -> PyResult<Self> {
+        let (tx, rx) = mpsc::channel(AHEAD);
+        runtime()?.spawn(async move {
+            let mut entries = store.list(&prefix, recursive);
+            while let Some(e) = entries.next().await {
+                let failed = e.is_err();
+                // The consumer went away (its iterator was dropped): stop listing.
+                if tx.send(e).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Ok(Self {
+            rx: Arc::new(Mutex::new(rx)),
+            owner: std::process::id(),
+        })
+    }
+}
+
+#[pymethods]
+impl Listing {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Entry>> {
+        check_owner(self.owner, "sluice.Listing")?;
+        let rx = self.rx.clone();
+        let next = block(
+            py,
+            async move { Ok::<_, Error>(rx.lock().await.recv().await) },
+        )?;
+        match next {
+            None => Ok(None),
+            Some(e) => e.map(|e| Some(e.into())).map_err(crate::errors::to_py),
+        }
+    }
+}
