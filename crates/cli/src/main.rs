@@ -23,6 +23,13 @@ use std::sync::Arc;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Log sluice's retries, resumed reads, redirects and endpoint failures (-v), and more
+    /// (-vv), on stderr [default: $SLUICE_LOG, $RUST_LOG, else warnings]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Log sluice's records from this level: error, warn, info, debug or trace
+    #[arg(long, global = true, conflicts_with = "verbose")]
+    log_level: Option<String>,
 }
 
 /// Where and how to reach the store; each falls back to the standard AWS environment.
@@ -94,6 +101,22 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let level = cli.log_level.as_deref().or(match cli.verbose {
+        0 => None,
+        1 => Some("info"),
+        _ => Some("debug"),
+    });
+    // Quiet unless asked: warnings only.
+    match sluice::logging::filter(level, "warn") {
+        Ok(filter) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::from(output::EXIT_USAGE);
+        }
+    }
     let runtime = match sluice::runtime() {
         Ok(rt) => rt,
         Err(e) => {

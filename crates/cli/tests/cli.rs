@@ -664,3 +664,35 @@ async fn bench_counts_per_endpoint_and_pins_ranks() {
         );
     }
 }
+
+/// `-v` shows sluice's retries on stderr; quiet by default; a bad `--log-level` is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_logs_retries_and_a_bad_level_is_named() {
+    let s = server().await;
+    s.insert(DEFAULT_BUCKET, "logged", vec![1u8; 1000]);
+    s.faults().inject(sluice_testserver::Fault::SlowDown, 1);
+    let out = sluice(&s, &["-v", "get", "s3://sluice-test/logged"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("retrying") && err.contains("SlowDown"),
+        "{err}"
+    );
+
+    s.faults().inject(sluice_testserver::Fault::SlowDown, 1);
+    let out = sluice(&s, &["get", "s3://sluice-test/logged"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("retrying"),
+        "{}",
+        text(&out)
+    );
+
+    let out = sluice(&s, &["--log-level", "loud", "ls", "s3://sluice-test/"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("--log-level") && text(&out).contains("loud"),
+        "{}",
+        text(&out)
+    );
+}

@@ -210,10 +210,15 @@ pub async fn upload(
         Err(e) => Err(e),
     };
     guard.disarm();
-    if result.is_err()
-        && let Err(abort) = api.abort_upload(uri, &upload_id).await
-    {
-        tracing::warn!(%uri, upload_id, error = %abort, "could not abort failed multipart upload");
+    if let Err(e) = &result {
+        match api.abort_upload(uri, &upload_id).await {
+            Ok(()) => {
+                tracing::info!(%uri, upload_id, error = %e, "aborted failed multipart upload")
+            }
+            Err(abort) => {
+                tracing::warn!(%uri, upload_id, error = %abort, "could not abort failed multipart upload")
+            }
+        }
     }
     result
 }
@@ -378,10 +383,15 @@ impl MultipartWriter {
     async fn abort_upload(&mut self) {
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
-        if let Some(id) = self.upload.upload_id.take()
-            && let Err(e) = self.api.abort_upload(&self.uri, &id).await
-        {
-            tracing::warn!(uri = %self.uri, upload_id = id, error = %e, "could not abort multipart upload");
+        if let Some(id) = self.upload.upload_id.take() {
+            match self.api.abort_upload(&self.uri, &id).await {
+                Ok(()) => {
+                    tracing::info!(uri = %self.uri, upload_id = id, "aborted multipart upload")
+                }
+                Err(e) => {
+                    tracing::warn!(uri = %self.uri, upload_id = id, error = %e, "could not abort multipart upload")
+                }
+            }
         }
     }
 

@@ -323,7 +323,7 @@ pub async fn get_with_resume(
                 return Err(changed(uri));
             }
             Err(e) if policy.may_retry(&e, attempts) => {
-                tracing::debug!(error = %e, attempts, received = dst.written() - origin, "resuming GET");
+                tracing::info!(error = %e, attempts, received = dst.written() - origin, "resuming GET");
                 if etag.is_none() && dst.written() > origin {
                     // No ETag: the rest could not be pinned to the version of the bytes held,
                     // so the next attempt reads everything asked for again.

@@ -75,7 +75,7 @@ where
         match op().await {
             Ok(v) => return Ok(v),
             Err(e) if policy.may_retry(&e, attempts) => {
-                tracing::debug!(error = %e, attempts, "retrying");
+                tracing::info!(error = %e, attempts, "retrying");
                 tokio::time::sleep(policy.backoff(attempts - 1)).await;
             }
             Err(e) => return Err(e),

@@ -6,6 +6,7 @@ mod client;
 mod errors;
 mod listing;
 mod loader;
+mod logging;
 mod npz;
 mod object;
 mod parquet;
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    logging::install()?;
     m.add_class::<client::Client>()?;
     m.add_class::<object::Object>()?;
     m.add_class::<loader::Dataset>()?;
@@ -32,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::get_many, m)?)?;
     m.add_function(wrap_pyfunction!(client::list, m)?)?;
     m.add_function(wrap_pyfunction!(client::list_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(logging::_next_log, m)?)?;
     m.add_function(wrap_pyfunction!(client::stat, m)?)?;
     m.add_function(wrap_pyfunction!(client::default_endpoint_stats, m)?)?;
     m.add_function(wrap_pyfunction!(client::exists, m)?)?;

@@ -14,6 +14,7 @@ PUBLIC_MODULES = [
     "sluice",
     "sluice.testing",
     "sluice.torch",
+    "sluice.fsspec",
     "sluice.compat",
     "sluice.compat.alias",
     "sluice.compat.s3dlio",
@@ -23,6 +24,8 @@ PUBLIC_MODULES = [
 def load(name):
     if name == "sluice.torch":
         pytest.importorskip("torch")
+    if name == "sluice.fsspec":
+        pytest.importorskip("fsspec")
     return importlib.import_module(name)
 
 

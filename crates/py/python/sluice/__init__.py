@@ -35,6 +35,7 @@ from ._native import (
     stat,
     writer,
 )
+from . import _logging
 from ._config import Config
 from ._io import ObjectReader, ObjectWriter, open
 from ._types import EndpointStats, LoaderStats, StatResult, WriteResult
@@ -84,3 +85,5 @@ def _version() -> str:
 
 
 __version__: str = _version()
+
+_logging.start()

@@ -36,6 +36,7 @@ __all__ = [
     "write_npz",
     "random_npz",
     "set_runtime_threads",
+    "_next_log",
     "parquet_row_groups",
     "parquet_get_rg",
     "parquet_cache_invalidate",
@@ -326,3 +327,6 @@ def parquet_write_random(
     client: Optional[Client] = None,
 ) -> None:
     """A parquet file of random float32 columns, uploaded row group by row group."""
+
+def _next_log(timeout: float) -> Optional[Tuple[int, str, str]]:
+    """The next Rust log record (level, target, message), waiting up to `timeout` seconds."""
