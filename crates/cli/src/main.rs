@@ -1,6 +1,7 @@
 //! `sluice`: serve a test store, generate a dataset, move objects, and benchmark.
 
 mod bench;
+mod cp;
 mod objects;
 mod outdir;
 mod output;
@@ -90,6 +91,9 @@ enum Cmd {
     Get(objects::GetArgs),
     /// Upload a file
     Put(objects::PutArgs),
+    /// Copy objects and files: S3 <-> local, S3 -> S3, - for stdin/stdout, --recursive,
+    /// wildcards, --include/--exclude
+    Cp(cp::CpArgs),
     /// Delete objects
     Rm(objects::RmArgs),
     /// A/B benchmark: reader shapes × backends beside curl, on an embedded server by default
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
             Cmd::Ls(a) => objects::ls(a).await,
             Cmd::Get(a) => objects::get(a).await,
             Cmd::Put(a) => objects::put(a).await,
+            Cmd::Cp(a) => cp::cp(a).await,
             Cmd::Rm(a) => objects::rm(a).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchWorker(a) => bench::worker(a).await,

@@ -696,3 +696,191 @@ async fn verbose_logs_retries_and_a_bad_level_is_named() {
         text(&out)
     );
 }
+
+fn cp_json(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+/// `cp` both ways, recursive, wildcards and filters, no-clobber, dry runs, and a key that
+/// cannot be a local file name; every byte compared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_copies_both_ways_with_wildcards_filters_and_no_clobber() {
+    let s = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    let files = [
+        ("a.npz", 6 << 20),
+        ("b.txt", 10),
+        ("sub/c.npz", 0),
+        ("sub/deeper/d.npz", 123_457),
+    ];
+    for (name, len) in files {
+        std::fs::write(
+            src.join(name),
+            sluice_testdata::pattern::generate(name, len),
+        )
+        .unwrap();
+    }
+    // One file up, one back.
+    let one = sluice(
+        &s,
+        &[
+            "cp",
+            src.join("a.npz").to_str().unwrap(),
+            "s3://sluice-test/cp/one.npz",
+        ],
+    );
+    assert!(one.status.success(), "{}", text(&one));
+    let back = dir.path().join("one.npz");
+    let got = sluice(
+        &s,
+        &["cp", "s3://sluice-test/cp/one.npz", back.to_str().unwrap()],
+    );
+    assert!(got.status.success(), "{}", text(&got));
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        std::fs::read(src.join("a.npz")).unwrap()
+    );
+
+    // A directory up and down again, as JSON lines.
+    let up = sluice(
+        &s,
+        &[
+            "cp",
+            "-r",
+            "--json",
+            src.to_str().unwrap(),
+            "s3://sluice-test/cp/tree/",
+        ],
+    );
+    assert!(up.status.success(), "{}", text(&up));
+    let lines = cp_json(&up);
+    assert_eq!(lines.len(), 4);
+    assert!(lines.iter().all(|l| l["status"] == "copied"), "{lines:?}");
+    let down = dir.path().join("down");
+    let got = sluice(
+        &s,
+        &[
+            "cp",
+            "-r",
+            "s3://sluice-test/cp/tree/",
+            down.to_str().unwrap(),
+        ],
+    );
+    assert!(got.status.success(), "{}", text(&got));
+    for (name, _) in files {
+        assert_eq!(
+            std::fs::read(down.join(name)).unwrap(),
+            std::fs::read(src.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+
+    // A wildcard with an exclusion; a dry run writes nothing.
+    let only = dir.path().join("only");
+    let args = [
+        "cp",
+        "--json",
+        "--exclude",
+        "sub/deeper/*",
+        "s3://sluice-test/cp/tree/*.npz",
+    ];
+    let dry = sluice(
+        &s,
+        &[&args[..], &["--dry-run", only.to_str().unwrap()]].concat(),
+    );
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert_eq!(cp_json(&dry).len(), 2);
+    assert!(!only.exists(), "a dry run copies nothing");
+    let got = sluice(&s, &[&args[..], &[only.to_str().unwrap()]].concat());
+    let mut copied: Vec<String> = cp_json(&got)
+        .iter()
+        .map(|l| l["destination"].as_str().unwrap().to_owned())
+        .collect();
+    copied.sort();
+    let want: Vec<String> = ["a.npz", "sub/c.npz"]
+        .iter()
+        .map(|n| format!("file://{}/{n}", only.display()))
+        .collect();
+    assert_eq!(copied, want);
+
+    // --no-clobber leaves what exists.
+    std::fs::write(only.join("a.npz"), b"mine").unwrap();
+    let again = sluice(
+        &s,
+        &[
+            "cp",
+            "-n",
+            "--json",
+            "s3://sluice-test/cp/tree/a.npz",
+            only.join("a.npz").to_str().unwrap(),
+        ],
+    );
+    assert!(again.status.success(), "{}", text(&again));
+    assert_eq!(cp_json(&again)[0]["status"], "skipped (exists)");
+    assert_eq!(std::fs::read(only.join("a.npz")).unwrap(), b"mine");
+
+    // A key that is no safe file name fails alone; the rest is copied; the exit says so.
+    s.insert(DEFAULT_BUCKET, "cp/bad/ok", b"fine".to_vec());
+    s.insert(DEFAULT_BUCKET, "cp/bad/x/../../escape", b"no".to_vec());
+    let bad = dir.path().join("bad");
+    let got = sluice(
+        &s,
+        &[
+            "cp",
+            "-r",
+            "s3://sluice-test/cp/bad/",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(got.status.code(), Some(1), "{}", text(&got));
+    assert!(
+        text(&got).contains("..") && text(&got).contains("1 of 2"),
+        "{}",
+        text(&got)
+    );
+    assert_eq!(std::fs::read(bad.join("ok")).unwrap(), b"fine");
+    assert!(!dir.path().join("escape").exists());
+
+    // A prefix without --recursive is named.
+    let got = sluice(
+        &s,
+        &["cp", "s3://sluice-test/cp/tree/", bad.to_str().unwrap()],
+    );
+    assert_eq!(got.status.code(), Some(2), "{}", text(&got));
+    assert!(text(&got).contains("--recursive"), "{}", text(&got));
+}
+
+/// `cp - URI` reads stdin into one object (streamed, multipart when large); `cp URI -`
+/// writes it to stdout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_pipes_stdin_and_stdout() {
+    use std::io::Write;
+    let s = server().await;
+    let data = sluice_testdata::pattern::generate("piped", (17 << 20) + 3);
+    let mut child = Command::new(BIN)
+        .args(["cp", "-", "s3://sluice-test/piped.bin"])
+        .env("AWS_ENDPOINT_URL_S3", s.http_endpoint())
+        .env("AWS_ACCESS_KEY_ID", s.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s.secret_key())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("SLUICE_MULTIPART_PART_SIZE", "5MiB")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    let up = child.wait_with_output().unwrap();
+    assert!(up.status.success(), "{}", text(&up));
+    let down = sluice(&s, &["cp", "s3://sluice-test/piped.bin", "-"]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(down.stdout == data, "stdout carries the object's bytes");
+    let many = sluice(&s, &["cp", "-r", "s3://sluice-test/", "-"]);
+    assert_eq!(many.status.code(), Some(2), "{}", text(&many));
+}

@@ -1,0 +1,484 @@
+//! `sluice cp SRC DST`, after s5cmd and `aws s3 cp`: S3 to local, local to S3, S3 to S3
+//! (through this machine: read, then uploaded, not a server-side copy), `-` for stdin or
+//! stdout, `--recursive` prefixes and directories, wildcards (`s3://b/train/*.npz`),
+//! `--include`/`--exclude`, `--no-clobber`, `--dry-run`, one JSON line per object with
+//! `--json`, and a progress bar on a terminal.
+//!
+//! Local paths are `file://` URIs of the same store (sluice's file backend), so every copy is
+//! one mechanism: ranged GETs of one version (pinned by ETag) streamed into a writer —
+//! a multipart upload to S3, a temporary file renamed into place locally. Memory stays
+//! bounded by `CHUNK` per object in flight, whatever the object's size.
+
+use crate::StoreArgs;
+use crate::output::{Failure, progress};
+use bytes::Bytes;
+use clap::Args;
+use futures::{StreamExt, TryStreamExt};
+use sluice_core::{
+    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, Segment, WriteOptions,
+};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Bytes read per GET of a large object, and held per object being copied.
+const CHUNK: u64 = 32 << 20;
+
+#[derive(Args, Debug)]
+pub struct CpArgs {
+    /// What to copy: s3://bucket/key, a prefix or directory with --recursive, a wildcard
+    /// (s3://bucket/train/*.npz; `*` any characters, `?` one), a local path, or - (stdin)
+    src: String,
+    /// Where: s3://bucket/key or a prefix ending in /, a local file or directory, or -
+    /// (stdout)
+    dst: String,
+    /// Copy everything under the source prefix or directory
+    #[arg(short, long)]
+    recursive: bool,
+    /// Copy only paths (relative to the source) matching one of these globs
+    #[arg(long)]
+    include: Vec<String>,
+    /// Skip paths (relative to the source) matching any of these globs; wins over --include
+    #[arg(long)]
+    exclude: Vec<String>,
+    /// Leave destinations that exist alone
+    #[arg(short = 'n', long)]
+    no_clobber: bool,
+    /// Print what would be copied, copy nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Objects copied at once
+    #[arg(short, long, default_value_t = 8)]
+    jobs: usize,
+    /// One JSON object per line per object (source, destination, bytes, status)
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// One end of a copy.
+#[derive(Debug, Clone)]
+enum Loc {
+    Uri(ObjectUri),
+    Std,
+}
+
+fn loc(s: &str) -> Result<Loc, Failure> {
+    if s == "-" {
+        return Ok(Loc::Std);
+    }
+    if s.contains("://") {
+        return Ok(Loc::Uri(ObjectUri::parse(s)?));
+    }
+    let abs = std::path::absolute(s)
+        .map_err(|e| Failure::Usage(format!("{s}: not a usable path: {e}")))?;
+    let mut text = abs.to_string_lossy().into_owned();
+    if (s.ends_with('/') || abs.is_dir()) && !text.ends_with('/') {
+        text.push('/');
+    }
+    Ok(Loc::Uri(ObjectUri::parse(&format!("file://{text}"))?))
+}
+
+/// One object to copy: where from (its size and version, when listed) and its path
+/// relative to the source, which names it under a destination prefix.
+#[derive(Debug, Clone)]
+struct Job {
+    src: ObjectUri,
+    rel: String,
+    size: Option<u64>,
+    etag: Option<String>,
+}
+
+pub async fn cp(a: CpArgs) -> Result<(), Failure> {
+    if a.jobs == 0 {
+        return Err(Failure::Usage("--jobs: must be at least 1".into()));
+    }
+    let cfg = a.store.config().await?;
+    let parts = WriteOptions::from_config(&cfg);
+    let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
+    let (src, dst) = (loc(&a.src)?, loc(&a.dst)?);
+    let src = match (src, &dst) {
+        (Loc::Std, Loc::Std) => {
+            return Err(Failure::Usage("cp: - to - copies nothing".into()));
+        }
+        (Loc::Std, Loc::Uri(d)) => return from_stdin(store, d, parts, a.json).await,
+        (Loc::Uri(s), _) => s,
+    };
+    let jobs = sources(store.as_ref(), &src, &a).await?;
+    let many = a.recursive || has_glob(src.key());
+    if let Loc::Std = dst {
+        if many {
+            return Err(Failure::Usage("cp: only one object can go to -".into()));
+        }
+        let job = jobs.into_iter().next().expect("sources gives one or fails");
+        return to_stdout(store, &job).await;
+    }
+    let Loc::Uri(dst) = dst else { unreachable!() };
+    let total: u64 = jobs.iter().filter_map(|j| j.size).sum();
+    let bar = progress(total, true, a.json || !std::io::stderr().is_terminal());
+    let count = jobs.len();
+    let a = &a;
+    let results: Vec<bool> = futures::stream::iter(jobs)
+        .map(|job| {
+            let (store, dst, bar) = (store.clone(), &dst, &bar);
+            let to = destination(&job, dst, many);
+            async move {
+                let outcome = match to {
+                    Err(e) => Err(e),
+                    Ok(to) => copy_job(store.as_ref(), &job, &to, a, parts, bar)
+                        .await
+                        .map(|s| (to, s)),
+                };
+                report(&job, outcome, a.json)
+            }
+        })
+        .buffer_unordered(a.jobs)
+        .collect()
+        .await;
+    bar.finish_and_clear();
+    let failed = results.iter().filter(|ok| !**ok).count();
+    if failed > 0 {
+        return Err(Failure::Other(format!(
+            "{failed} of {count} objects not copied"
+        )));
+    }
+    Ok(())
+}
+
+/// What `cp` found to copy: one object, everything under a prefix (`--recursive`), or the
+/// keys matching a wildcard; filtered by `--include`/`--exclude`.
+async fn sources(
+    store: &dyn ObjectStore,
+    src: &ObjectUri,
+    a: &CpArgs,
+) -> Result<Vec<Job>, Failure> {
+    let key = src.key();
+    let (list_from, pattern) = match key.find(['*', '?']) {
+        Some(i) => (&key[..key[..i].rfind('/').map_or(0, |j| j + 1)], Some(key)),
+        None if a.recursive => (key, None),
+        None if key.is_empty() || key.ends_with('/') => {
+            return Err(Failure::Usage(format!(
+                "cp {src}: a prefix or directory; add --recursive"
+            )));
+        }
+        None => {
+            let meta = store.head(src).await?;
+            let rel = key.rsplit('/').next().unwrap_or(key).to_owned();
+            return Ok(vec![Job {
+                src: src.clone(),
+                rel,
+                size: Some(meta.size),
+                etag: meta.etag,
+            }]);
+        }
+    };
+    let mut prefix = list_from.to_owned();
+    if pattern.is_none() && !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    let mut jobs = Vec::new();
+    let mut listed = store.list(&src.with_key(prefix.clone()), true);
+    while let Some(e) = listed.try_next().await? {
+        let ListEntry::Object(m) = e else { continue };
+        let k = m.uri.key();
+        if pattern.is_some_and(|p| !glob(p, k)) || k.ends_with('/') {
+            continue;
+        }
+        let rel = k[prefix.len()..].to_owned();
+        if !selected(&rel, &a.include, &a.exclude) {
+            continue;
+        }
+        jobs.push(Job {
+            src: m.uri.clone(),
+            rel,
+            size: Some(m.size),
+            etag: m.etag,
+        });
+    }
+    if jobs.is_empty() {
+        return Err(Error::NotFound {
+            uri: src.to_string(),
+            code: "nothing to copy".into(),
+        }
+        .into());
+    }
+    Ok(jobs)
+}
+
+fn has_glob(key: &str) -> bool {
+    key.contains(['*', '?'])
+}
+
+/// `--include` (any, when given) and not `--exclude` (any), as s5cmd filters.
+fn selected(rel: &str, include: &[String], exclude: &[String]) -> bool {
+    (include.is_empty() || include.iter().any(|p| glob(p, rel)))
+        && !exclude.iter().any(|p| glob(p, rel))
+}
+
+/// Whether `text` matches `pattern`: `*` any run of characters (`/` included, as in s5cmd
+/// and `aws s3`), `?` exactly one, everything else itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ti));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == t[ti] => {
+                pi += 1;
+                ti += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    pi = sp + 1;
+                    ti = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Where `job` goes: under `dst` by its relative path when copying many or when `dst` is
+/// a prefix or directory (ends in `/`), else `dst` itself. A relative path that is not a
+/// safe file name is refused for a local destination.
+fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<ObjectUri, String> {
+    if !many && !dst.key().ends_with('/') {
+        return Ok(dst.clone());
+    }
+    if dst.scheme() != sluice_core::Scheme::S3 {
+        crate::outdir::target(&job.rel).map_err(|why| format!("{}: {why}", job.src))?;
+    }
+    let mut key = dst.key().to_owned();
+    if !key.is_empty() && !key.ends_with('/') {
+        key.push('/');
+    }
+    key.push_str(&job.rel);
+    Ok(dst.with_key(key))
+}
+
+/// What happened to one object.
+enum Done {
+    Copied(u64),
+    Exists,
+    WouldCopy,
+}
+
+async fn copy_job(
+    store: &dyn ObjectStore,
+    job: &Job,
+    to: &ObjectUri,
+    a: &CpArgs,
+    parts: WriteOptions,
+    bar: &indicatif::ProgressBar,
+) -> Result<Done, String> {
+    let fail = |e: Error| e.to_string();
+    if a.no_clobber && store.head(to).await.is_ok() {
+        bar.inc(job.size.unwrap_or(0));
+        return Ok(Done::Exists);
+    }
+    if a.dry_run {
+        return Ok(Done::WouldCopy);
+    }
+    let size = match job.size {
+        Some(n) => n,
+        None => store.head(&job.src).await.map_err(fail)?.size,
+    };
+    let mut writer = store.writer(to, parts).await.map_err(fail)?;
+    let mut at = 0;
+    while at < size {
+        let chunk = read(store, &job.src, job.etag.clone(), at, CHUNK.min(size - at))
+            .await
+            .map_err(fail)?;
+        at += chunk.len() as u64;
+        bar.inc(chunk.len() as u64);
+        writer.write(chunk).await.map_err(fail)?;
+    }
+    writer.finish().await.map_err(fail)?;
+    Ok(Done::Copied(size))
+}
+
+/// `len` bytes at `at` of one version of `src` (`etag`; any when `None`).
+async fn read(
+    store: &dyn ObjectStore,
+    src: &ObjectUri,
+    etag: Option<String>,
+    at: u64,
+    len: u64,
+) -> sluice_core::Result<Bytes> {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let opts = GetOptions {
+        range: Some(ByteRange::new(at, at + len)?),
+        if_match: etag,
+    };
+    let mut seg = Segment::exact(len as usize);
+    store.get_into_with(src, &opts, &mut seg).await?;
+    seg.freeze()
+        .map_err(|e| Error::integrity(src.to_string(), e.to_string()))
+}
+
+/// Prints one object's outcome; whether it succeeded.
+fn report(job: &Job, outcome: Result<(ObjectUri, Done), String>, json: bool) -> bool {
+    let (to, status, bytes, error) = match &outcome {
+        Ok((to, Done::Copied(n))) => (Some(to), "copied", Some(*n), None),
+        Ok((to, Done::Exists)) => (Some(to), "skipped (exists)", None, None),
+        Ok((to, Done::WouldCopy)) => (Some(to), "would copy", job.size, None),
+        Err(e) => (None, "failed", None, Some(e.as_str())),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"source": job.src.to_string(), "destination": to.map(|t| t.to_string()),
+                "status": status, "bytes": bytes, "error": error})
+        );
+    } else {
+        match (to, error) {
+            (Some(to), _) => println!("{status} {} -> {to}", job.src),
+            (None, Some(e)) => eprintln!("sluice: cp {}: {e}", job.src),
+            (None, None) => {}
+        }
+    }
+    outcome.is_ok()
+}
+
+/// `cp - DST`: standard input, streamed into one object.
+async fn from_stdin(
+    store: Arc<dyn ObjectStore>,
+    dst: &ObjectUri,
+    parts: WriteOptions,
+    json: bool,
+) -> Result<(), Failure> {
+    if dst.key().ends_with('/') || dst.key().is_empty() {
+        return Err(Failure::Usage(format!(
+            "cp - {dst}: name the object, not a prefix"
+        )));
+    }
+    let mut writer = store.writer(dst, parts).await?;
+    let mut stdin = tokio::io::stdin();
+    let mut total = 0u64;
+    loop {
+        // Whole parts' worth at a time: the writer cuts them into parts as they fill.
+        let mut buf = vec![0u8; 8 << 20];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match stdin.read(&mut buf[filled..]).await {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) => return Err(Failure::Other(format!("reading stdin: {e}"))),
+            }
+        }
+        let last = filled < buf.len();
+        buf.truncate(filled);
+        total += filled as u64;
+        if filled > 0 {
+            writer.write(Bytes::from(buf)).await?;
+        }
+        if last {
+            break;
+        }
+    }
+    writer.finish().await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"source": "-", "destination": dst.to_string(), "status": "copied", "bytes": total})
+        );
+    } else {
+        eprintln!("copied - -> {dst} ({total} bytes)");
+    }
+    Ok(())
+}
+
+/// `cp SRC -`: one object to standard output, a range at a time.
+async fn to_stdout(store: Arc<dyn ObjectStore>, job: &Job) -> Result<(), Failure> {
+    let size = job.size.unwrap_or(0);
+    let mut out = tokio::io::stdout();
+    let mut at = 0;
+    while at < size {
+        let chunk = read(
+            store.as_ref(),
+            &job.src,
+            job.etag.clone(),
+            at,
+            CHUNK.min(size - at),
+        )
+        .await?;
+        at += chunk.len() as u64;
+        out.write_all(&chunk)
+            .await
+            .map_err(|e| Failure::Other(format!("writing stdout: {e}")))?;
+    }
+    out.flush()
+        .await
+        .map_err(|e| Failure::Other(format!("writing stdout: {e}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_as_s5cmd_does() {
+        for (p, t, want) in [
+            ("*.npz", "a.npz", true),
+            ("*.npz", "dir/a.npz", true),
+            ("*.npz", "a.npy", false),
+            ("train/img_?.npz", "train/img_7.npz", true),
+            ("train/img_?.npz", "train/img_17.npz", false),
+            ("*", "", true),
+            ("a*b*c", "aXbYc", true),
+            ("a*b*c", "aXbY", false),
+            ("", "", true),
+            ("", "x", false),
+        ] {
+            assert_eq!(glob(p, t), want, "{p} ~ {t}");
+        }
+    }
+
+    #[test]
+    fn include_and_exclude_filter_as_documented() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(selected("a.npz", &[], &[]));
+        assert!(selected("a.npz", &v(&["*.npz"]), &[]));
+        assert!(!selected("a.txt", &v(&["*.npz"]), &[]));
+        assert!(!selected("tmp/a.npz", &v(&["*.npz"]), &v(&["tmp/*"])));
+    }
+
+    #[test]
+    fn destinations_under_a_prefix_keep_relative_paths_and_refuse_unsafe_ones_locally() {
+        let job = |rel: &str| Job {
+            src: ObjectUri::parse(&format!("s3://b/p/{rel}")).unwrap(),
+            rel: rel.into(),
+            size: Some(1),
+            etag: None,
+        };
+        let s3 = ObjectUri::parse("s3://out/x/").unwrap();
+        assert_eq!(
+            destination(&job("a/b"), &s3, true).unwrap().to_string(),
+            "s3://out/x/a/b"
+        );
+        let file = ObjectUri::parse("file:///tmp/out").unwrap();
+        assert_eq!(
+            destination(&job("a"), &file, false).unwrap().to_string(),
+            "file:///tmp/out"
+        );
+        assert_eq!(
+            destination(&job("a/b"), &file, true).unwrap().to_string(),
+            "file:///tmp/out/a/b"
+        );
+        assert!(
+            destination(&job("../evil"), &file, true)
+                .unwrap_err()
+                .contains("..")
+        );
+    }
+}
