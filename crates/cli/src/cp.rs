@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn destinations_under_a_prefix_keep_relative_paths_and_refuse_unsafe_ones_locally() {
         let job = |rel: &str| Job {
-            src: ObjectUri::parse(&format!("s3://b/p/{rel}")).unwrap(),
+            src: ObjectUri::parse(&format!("s3://bkt/p/{rel}")).unwrap(),
             rel: rel.into(),
             size: Some(1),
             etag: None,

@@ -52,6 +52,12 @@ pub struct StoreArgs {
     /// Extra CA certificates (PEM) [default: $AWS_CA_BUNDLE]
     #[arg(long)]
     pub ca_bundle: Option<PathBuf>,
+    /// AWS profile; wins over keys in the environment, as the AWS CLI's [default: $AWS_PROFILE]
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Send unsigned requests (public buckets), no credentials looked up
+    #[arg(long)]
+    pub no_sign_request: bool,
 }
 
 impl StoreArgs {
@@ -62,7 +68,10 @@ impl StoreArgs {
 
     /// The environment's configuration with this command line's overrides.
     pub async fn config(&self) -> Result<StoreConfig, Failure> {
-        let mut cfg = StoreConfig::from_env().await?;
+        let mut cfg = StoreConfig::from_env_with_profile(self.profile.as_deref()).await?;
+        if self.no_sign_request {
+            cfg.credentials = sluice_core::CredentialsCache::anonymous();
+        }
         if let Some(e) = &self.endpoint {
             cfg.set_endpoint("--endpoint", e)?;
         }
@@ -96,6 +105,11 @@ enum Cmd {
     Cp(cp::CpArgs),
     /// Delete objects
     Rm(objects::RmArgs),
+    /// Print a shell completion script: sluice completions bash > /etc/bash_completion.d/sluice
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
     /// A/B benchmark: reader shapes × backends beside curl, on an embedded server by default
     Bench(bench::BenchArgs),
     /// One bench worker process (started by `sluice bench`)
@@ -138,6 +152,16 @@ fn main() -> ExitCode {
             Cmd::Cp(a) => cp::cp(a).await,
             Cmd::Rm(a) => objects::rm(a).await,
             Cmd::Bench(a) => bench::run(a).await,
+            Cmd::Completions { shell } => {
+                use clap::CommandFactory;
+                clap_complete::generate(
+                    shell,
+                    &mut Cli::command(),
+                    "sluice",
+                    &mut std::io::stdout(),
+                );
+                Ok(())
+            }
             Cmd::BenchWorker(a) => bench::worker(a).await,
         }
     });

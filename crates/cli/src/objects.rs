@@ -24,7 +24,10 @@ pub struct LsArgs {
     /// List every key below, not just the next level
     #[arg(short, long)]
     recursive: bool,
-    /// Print JSON instead of text
+    /// Sizes in KiB, MiB, GiB (exact bytes otherwise)
+    #[arg(short = 'H', long)]
+    human: bool,
+    /// One JSON object per line (uri, size, etag, last_modified; prefixes with "prefix": true)
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -35,23 +38,43 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     let store = a.store.open().await?;
     let uri = parse_uri(&a.uri)?;
     let mut entries = store.list(&uri, a.recursive);
-    let mut json = Vec::new();
+    // Each entry as it arrives: a listing of millions of keys is never held.
     while let Some(e) = entries.try_next().await? {
         match (&e, a.json) {
+            (ListEntry::Object(m), false) if a.human => {
+                println!("{:>10}  {}", human_size(m.size), m.uri)
+            }
             (ListEntry::Object(m), false) => println!("{:>14}  {}", m.size, m.uri),
             (ListEntry::Prefix(p), false) => println!("{:>14}  {p}", "PRE"),
-            (ListEntry::Object(m), true) => json.push(
-                serde_json::json!({"uri": m.uri.to_string(), "size": m.size, "etag": m.etag}),
+            (ListEntry::Object(m), true) => println!(
+                "{}",
+                serde_json::json!({"uri": m.uri.to_string(), "size": m.size, "etag": m.etag,
+                    "last_modified": m.last_modified.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs())})
             ),
             (ListEntry::Prefix(p), true) => {
-                json.push(serde_json::json!({"uri": p.to_string(), "prefix": true}))
+                println!(
+                    "{}",
+                    serde_json::json!({"uri": p.to_string(), "prefix": true})
+                )
             }
         }
     }
-    if a.json {
-        println!("{}", serde_json::Value::Array(json));
-    }
     Ok(())
+}
+
+/// `n` bytes in binary units with one decimal (`1.5 MiB`), bytes below 1 KiB.
+fn human_size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 #[derive(Args, Debug)]
@@ -341,7 +364,16 @@ pub async fn put(a: PutArgs) -> Result<(), Failure> {
 pub struct RmArgs {
     #[arg(required = true)]
     uris: Vec<String>,
-    /// Print JSON instead of text
+    /// Delete every object under each URI (a prefix)
+    #[arg(short, long)]
+    recursive: bool,
+    /// Print what would be deleted, delete nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Deletes at once
+    #[arg(short, long, default_value_t = 16)]
+    jobs: usize,
+    /// One JSON object per line per object
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -349,13 +381,63 @@ pub struct RmArgs {
 }
 
 pub async fn rm(a: RmArgs) -> Result<(), Failure> {
+    if a.jobs == 0 {
+        return Err(Failure::Usage("--jobs: must be at least 1".into()));
+    }
     let store = a.store.open().await?;
+    let mut targets = Vec::new();
     for s in &a.uris {
         let uri = parse_uri(s)?;
-        store.delete(&uri).await?;
-        if !a.json {
-            println!("deleted {uri}");
+        if !a.recursive {
+            targets.push(uri);
+            continue;
         }
+        let mut listed = store.list(&uri, true);
+        while let Some(e) = listed.try_next().await? {
+            if let ListEntry::Object(m) = e {
+                targets.push(m.uri);
+            }
+        }
+    }
+    let count = targets.len();
+    let a = &a;
+    let failed = futures::stream::iter(targets)
+        .map(|uri| {
+            let store = store.clone();
+            async move {
+                let result = if a.dry_run {
+                    Ok(())
+                } else {
+                    store.delete(&uri).await
+                };
+                let status = match (&result, a.dry_run) {
+                    (Err(_), _) => "failed",
+                    (Ok(()), true) => "would delete",
+                    (Ok(()), false) => "deleted",
+                };
+                if a.json {
+                    let error = result.as_ref().err().map(|e| e.to_string());
+                    println!(
+                        "{}",
+                        serde_json::json!({"uri": uri.to_string(), "status": status, "error": error})
+                    );
+                } else {
+                    match &result {
+                        Ok(()) => println!("{status} {uri}"),
+                        Err(e) => eprintln!("sluice: rm {uri}: {e}"),
+                    }
+                }
+                result.is_err()
+            }
+        })
+        .buffer_unordered(a.jobs)
+        .filter(|failed| std::future::ready(*failed))
+        .count()
+        .await;
+    if failed > 0 {
+        return Err(Failure::Other(format!(
+            "{failed} of {count} objects not deleted"
+        )));
     }
     Ok(())
 }

@@ -61,13 +61,12 @@ async fn gen_ls_get_put_rm_round_trip() {
 
     let ls = sluice(&s, &["ls", "-r", "s3://sluice-test/ds/", "--json"]);
     assert!(ls.status.success(), "{}", text(&ls));
-    let listed: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
-    let uris: Vec<&str> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["uri"].as_str().unwrap())
+    // One JSON object per line.
+    let listed: Vec<serde_json::Value> = String::from_utf8_lossy(&ls.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let uris: Vec<&str> = listed.iter().map(|e| e["uri"].as_str().unwrap()).collect();
     assert_eq!(
         uris,
         vec![
@@ -78,11 +77,11 @@ async fn gen_ls_get_put_rm_round_trip() {
     );
     assert!(
         listed
-            .as_array()
-            .unwrap()
             .iter()
-            .all(|e| e["size"] == 100000)
+            .all(|e| e["size"] == 100000 && e["last_modified"].as_u64().is_some())
     );
+    let human = sluice(&s, &["ls", "-r", "-H", "s3://sluice-test/ds/"]);
+    assert!(text(&human).contains("97.7 KiB"), "{}", text(&human));
 
     let dir = tempfile::tempdir().unwrap();
     let get = sluice(
@@ -883,4 +882,106 @@ async fn cp_pipes_stdin_and_stdout() {
     assert!(down.stdout == data, "stdout carries the object's bytes");
     let many = sluice(&s, &["cp", "-r", "s3://sluice-test/", "-"]);
     assert_eq!(many.status.code(), Some(2), "{}", text(&many));
+}
+
+/// `rm -r` deletes everything under a prefix (a dry run nothing), one JSON line each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rm_recursive_with_a_dry_run_first() {
+    let s = server().await;
+    for i in 0..30 {
+        s.insert(DEFAULT_BUCKET, &format!("gone/{i}"), vec![0u8; 10]);
+    }
+    s.insert(DEFAULT_BUCKET, "kept", vec![0u8; 10]);
+    let dry = sluice(
+        &s,
+        &["rm", "-r", "--dry-run", "--json", "s3://sluice-test/gone/"],
+    );
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert_eq!(cp_json(&dry).len(), 30);
+    assert!(cp_json(&dry).iter().all(|l| l["status"] == "would delete"));
+    let keys = || {
+        let mut k = Vec::new();
+        s.storage()
+            .scan(DEFAULT_BUCKET, None, |key, _| {
+                k.push(key.to_owned());
+                true
+            })
+            .unwrap();
+        k
+    };
+    assert_eq!(keys().len(), 31, "a dry run deletes nothing");
+    let out = sluice(&s, &["rm", "-r", "s3://sluice-test/gone/"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(keys(), vec!["kept".to_string()]);
+}
+
+/// Shell completions name the subcommands; `--no-sign-request` reads a public bucket with
+/// no credentials at all; `--profile` wins over keys in the environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_unsigned_requests_and_profiles() {
+    let out = Command::new(BIN)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("complete") && script.contains("cp") && script.contains("bench"));
+
+    let s = server().await;
+    s.insert("sluice-public", "open/x", b"public".to_vec());
+    s.insert(DEFAULT_BUCKET, "private/x", b"private".to_vec());
+    let anon = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .args(["--no-sign-request", "--endpoint", &s.http_endpoint()])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+            .unwrap()
+    };
+    let got = anon(&["cp", "s3://sluice-public/open/x", "-"]);
+    assert!(got.status.success(), "{}", text(&got));
+    assert_eq!(got.stdout, b"public");
+    let denied = anon(&["cp", "s3://sluice-test/private/x", "-"]);
+    assert_eq!(denied.status.code(), Some(4), "{}", text(&denied));
+
+    let dir = tempfile::tempdir().unwrap();
+    let creds = dir.path().join("credentials");
+    std::fs::write(
+        &creds,
+        format!(
+            "[training]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            s.access_key(),
+            s.secret_key()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("config"), "").unwrap();
+    let with = |profile: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args([
+            "ls",
+            "s3://sluice-test/private/",
+            "--endpoint",
+            &s.http_endpoint(),
+        ])
+        .env("AWS_ACCESS_KEY_ID", "AKIAWRONGWRONGWRONG")
+        .env("AWS_SECRET_ACCESS_KEY", "wrong-secret-wrong-secret")
+        .env("AWS_SHARED_CREDENTIALS_FILE", &creds)
+        .env("AWS_CONFIG_FILE", dir.path().join("config"))
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+        if let Some(p) = profile {
+            c.args(["--profile", p]);
+        }
+        c.output().unwrap()
+    };
+    assert_eq!(
+        with(None).status.code(),
+        Some(4),
+        "the environment's wrong keys"
+    );
+    let ok = with(Some("training"));
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(text(&ok).contains("private/x"));
 }

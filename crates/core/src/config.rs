@@ -159,6 +159,24 @@ impl StoreConfig {
         Self::from_env_source(&|k| std::env::var(k).ok()).await
     }
 
+    /// As `from_env`, with `profile` (when given) in place of `AWS_PROFILE`, and winning over
+    /// static keys in the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+    /// `AWS_SESSION_TOKEN`), as the AWS CLI's `--profile` does.
+    pub async fn from_env_with_profile(profile: Option<&str>) -> Result<Self> {
+        const STATIC_KEYS: [&str; 3] = [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ];
+        let profile = profile.map(str::to_owned);
+        let lookup = move |k: &str| match &profile {
+            Some(p) if k == "AWS_PROFILE" => Some(p.clone()),
+            Some(_) if STATIC_KEYS.contains(&k) => None,
+            _ => std::env::var(k).ok(),
+        };
+        Self::from_env_source(&lookup).await
+    }
+
     /// As `from_env`, with variables looked up through `env` (tests pass a map).
     pub async fn from_env_source(env: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Self> {
         let get = |k: &str| env(k).filter(|v| !v.trim().is_empty());

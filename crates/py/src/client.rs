@@ -77,25 +77,12 @@ struct Settings {
     stall_timeout: Option<f64>,
 }
 
-/// The credentials variables an explicit `profile=` hides, as the AWS CLI's `--profile`
-/// wins over them.
-const STATIC_CREDENTIALS: [&str; 3] = [
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-];
-
 impl Settings {
     /// The environment's configuration with these settings over it.
     fn store_config(&self, py: Python<'_>) -> PyResult<StoreConfig> {
         let profile = self.profile.clone();
         let mut cfg: StoreConfig = block(py, async move {
-            let lookup = move |k: &str| match &profile {
-                Some(p) if k == "AWS_PROFILE" => Some(p.clone()),
-                Some(_) if STATIC_CREDENTIALS.contains(&k) => None,
-                _ => std::env::var(k).ok(),
-            };
-            StoreConfig::from_env_source(&lookup).await
+            StoreConfig::from_env_with_profile(profile.as_deref()).await
         })?;
         if self.endpoint.is_some() && self.endpoints.is_some() {
             return Err(value_error(

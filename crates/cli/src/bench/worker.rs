@@ -81,6 +81,12 @@ pub(super) fn worker_row(
         if let Some(c) = &store.ca_bundle {
             cmd.arg("--ca-bundle").arg(c);
         }
+        if let Some(p) = &store.profile {
+            cmd.args(["--profile", p]);
+        }
+        if store.no_sign_request {
+            cmd.arg("--no-sign-request");
+        }
         if let Some((ak, sk)) = keys {
             cmd.env("AWS_ACCESS_KEY_ID", ak)
                 .env("AWS_SECRET_ACCESS_KEY", sk)
