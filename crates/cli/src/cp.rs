@@ -57,6 +57,24 @@ pub struct CpArgs {
     store: StoreArgs,
 }
 
+impl CpArgs {
+    /// A copy of one object or file, `src` to `dst`, with the defaults.
+    pub fn one(src: String, dst: String, json: bool, store: StoreArgs) -> Self {
+        Self {
+            src,
+            dst,
+            recursive: false,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            no_clobber: false,
+            dry_run: false,
+            jobs: 1,
+            json,
+            store,
+        }
+    }
+}
+
 /// One end of a copy.
 #[derive(Debug, Clone)]
 enum Loc {

@@ -334,30 +334,16 @@ pub struct PutArgs {
     store: StoreArgs,
 }
 
+/// `cp FILE URI`: the file streamed into a writer (multipart when large), never whole in
+/// memory.
 pub async fn put(a: PutArgs) -> Result<(), Failure> {
-    let uri = parse_uri(&a.uri)?;
-    let data = tokio::fs::read(&a.file)
-        .await
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
-    let store = a.store.open().await?;
-    let len = data.len();
-    let t0 = Instant::now();
-    let info = store.put(&uri, Bytes::from(data).into()).await?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::json!({"uri": uri.to_string(), "bytes": len, "etag": info.etag, "parts": info.parts})
-        );
-    } else {
-        println!(
-            "{uri}: {len} bytes in {:.3} s{}",
-            t0.elapsed().as_secs_f64(),
-            info.parts
-                .map(|p| format!(" ({p} parts)"))
-                .unwrap_or_default()
-        );
-    }
-    Ok(())
+    crate::cp::cp(crate::cp::CpArgs::one(
+        a.file.display().to_string(),
+        a.uri,
+        a.json,
+        a.store,
+    ))
+    .await
 }
 
 #[derive(Args, Debug)]
