@@ -11,9 +11,9 @@ use futures::StreamExt;
 use object_store::ClientOptions;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
-    ReqwestConnector,
 };
 use sluice_core::reply::MAX_ERROR_BODY;
+use std::time::Duration;
 
 /// An error status and what was read of its body.
 #[derive(Debug)]
@@ -47,12 +47,47 @@ impl std::fmt::Display for WholeObject {
 
 impl std::error::Error for WholeObject {}
 
-#[derive(Debug, Default)]
-pub struct Connector(ReqwestConnector);
+/// What our HTTP client is built with (see `Connector`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub connect_timeout: Duration,
+    /// Each read, the response head's included: a server that accepts and never answers
+    /// must not hang a call (the body's own stall timeout is shorter and applies per chunk).
+    pub read_timeout: Duration,
+    pub max_idle_per_host: usize,
+    pub http2: bool,
+    /// Extra trust roots (AWS_CA_BUNDLE), PEM.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// Builds object_store's HTTP client itself rather than through its `ReqwestConnector`,
+/// for one setting `ClientOptions` does not offer: no redirect is followed. reqwest's
+/// default policy follows up to ten with none of the checks of core's (`sluice_core::
+/// redirect`: never https to http, never to a link-local or metadata address, credentials
+/// and session token only to the same origin); here each comes back as an answer for core.
+#[derive(Debug)]
+pub struct Connector(pub Settings);
 
 impl HttpConnector for Connector {
-    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        Ok(HttpClient::new(Service(self.0.connect(options)?)))
+    fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let s = &self.0;
+        let generic = |e: reqwest::Error| object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(e),
+        };
+        let mut b = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(s.connect_timeout)
+            .read_timeout(s.read_timeout)
+            .pool_max_idle_per_host(s.max_idle_per_host);
+        if !s.http2 {
+            b = b.http1_only();
+        }
+        if let Some(pem) = &s.ca_pem {
+            b = b.tls_certs_merge(reqwest::Certificate::from_pem_bundle(pem).map_err(generic)?);
+        }
+        let client = b.build().map_err(generic)?;
+        Ok(HttpClient::new(Service(HttpClient::new(client))))
     }
 }
 
@@ -68,8 +103,7 @@ impl HttpService for Service {
         if ranged && status == http::StatusCode::OK {
             return Err(HttpError::new(HttpErrorKind::Unknown, WholeObject));
         }
-        // reqwest has followed every redirect with a Location; one left (S3's 301
-        // PermanentRedirect to another region has none) is an answer to report, as hyper does.
+        // A redirect is an answer to report, as hyper's wire does (see `Connector`).
         let redirect = status.is_redirection() && status != http::StatusCode::NOT_MODIFIED;
         if status.as_u16() < 400 && !redirect {
             return Ok(res);

@@ -88,29 +88,23 @@ impl ObjectStoreWire {
     fn build(&self, bucket: &str) -> Result<AmazonS3> {
         let cfg = &self.cfg;
         let endpoint = cfg.endpoint_url();
-        let mut opts = ClientOptions::new()
-            .with_allow_http(endpoint.scheme() == "http")
-            .with_connect_timeout(cfg.timeouts.connect)
-            // A whole-request timeout would cut off large bodies on slow links; the body's
-            // stall timeout is enforced per chunk in `get_attempt`.
-            .with_timeout_disabled()
-            // Each read, the response head's included, waits at most this long: a server that
-            // accepts and never answers must not hang a call (the body's own stall timeout
-            // is shorter and still applies per chunk).
-            .with_read_timeout(cfg.timeouts.first_byte.max(cfg.timeouts.stall))
-            .with_pool_max_idle_per_host(cfg.max_connections);
-        opts = if cfg.http2 {
-            opts.with_allow_http2()
-        } else {
-            opts.with_http1_only()
-        };
+        // The HTTP client is ours (`http::Connector`); object_store's options only say
+        // whether plain http is allowed. No whole-request timeout: it would cut off large
+        // bodies on slow links; the body's stall timeout is enforced per chunk in
+        // `get_attempt`.
+        let opts = ClientOptions::new().with_allow_http(endpoint.scheme() == "http");
         if let Some(pem) = &self.ca_pem {
-            for cert in object_store::Certificate::from_pem_bundle(pem)
-                .map_err(|e| Error::config("AWS_CA_BUNDLE", e.to_string()))?
-            {
-                opts = opts.with_root_certificate(cert);
-            }
+            // Checked here, so that a bad bundle is a configuration error up front.
+            object_store::Certificate::from_pem_bundle(pem)
+                .map_err(|e| Error::config("AWS_CA_BUNDLE", e.to_string()))?;
         }
+        let connector = http::Connector(http::Settings {
+            connect_timeout: cfg.timeouts.connect,
+            read_timeout: cfg.timeouts.first_byte.max(cfg.timeouts.stall),
+            max_idle_per_host: cfg.max_connections,
+            http2: cfg.http2,
+            ca_pem: self.ca_pem.clone(),
+        });
         // One attempt per call: core's policy layer retries, as for every backend.
         let retry = RetryConfig {
             max_retries: 0,
@@ -123,7 +117,7 @@ impl ObjectStoreWire {
             .with_allow_http(endpoint.scheme() == "http")
             .with_unsigned_payload(true)
             .with_client_options(opts)
-            .with_http_connector(http::Connector::default())
+            .with_http_connector(connector)
             .with_retry(retry);
         if let Some(ep) = &cfg.endpoint {
             b = b.with_endpoint(ep.as_str().trim_end_matches('/'));

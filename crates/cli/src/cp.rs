@@ -7,7 +7,9 @@
 //! Local paths are `file://` URIs of the same store (sluice's file backend), so every copy is
 //! one mechanism: ranged GETs of one version (pinned by ETag) streamed into a writer —
 //! a multipart upload to S3, a temporary file renamed into place locally. Memory stays
-//! bounded by `CHUNK` per object in flight, whatever the object's size.
+//! bounded per object in flight (a `CHUNK` read and the writer's parts in flight), whatever
+//! the object's size. Keys that would be unsafe as local file names, or lead through a
+//! symlinked directory, are refused one by one, as for `get -o`.
 
 use crate::StoreArgs;
 use crate::output::{Failure, progress};
@@ -18,6 +20,7 @@ use sluice_core::{
     ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, Segment, WriteOptions,
 };
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -120,7 +123,17 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
         (Loc::Std, Loc::Std) => {
             return Err(Failure::Usage("cp: - to - copies nothing".into()));
         }
-        (Loc::Std, Loc::Uri(d)) => return from_stdin(store, d, parts, a.json).await,
+        (Loc::Std, Loc::Uri(d)) => {
+            if a.no_clobber && store.head(d).await.is_ok() {
+                println!("skipped (exists) - -> {d}");
+                return Ok(());
+            }
+            if a.dry_run {
+                println!("would copy - -> {d}");
+                return Ok(());
+            }
+            return from_stdin(store, d, parts, a.json).await;
+        }
         (Loc::Uri(s), _) => s,
     };
     let jobs = sources(store.as_ref(), &src, &a).await?;
@@ -203,7 +216,10 @@ async fn sources(
         if pattern.is_some_and(|p| !glob(p, k)) || k.ends_with('/') {
             continue;
         }
-        let rel = k[prefix.len()..].to_owned();
+        // A listing that answers keys outside the prefix asked is wrong; they are not ours.
+        let Some(rel) = k.strip_prefix(prefix.as_str()).map(str::to_owned) else {
+            continue;
+        };
         if !selected(&rel, &a.include, &a.exclude) {
             continue;
         }
@@ -271,7 +287,13 @@ fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<ObjectUri, Stri
         return Ok(dst.clone());
     }
     if dst.scheme() != sluice_core::Scheme::S3 {
-        crate::outdir::target(&job.rel).map_err(|why| format!("{}: {why}", job.src))?;
+        let why = |why: String| format!("{}: {why}", job.src);
+        match crate::outdir::target(&job.rel).map_err(why)? {
+            crate::outdir::Target::File(segments) => {
+                crate::outdir::no_symlinks(Path::new(dst.key()), &segments).map_err(why)?;
+            }
+            crate::outdir::Target::DirMarker => {}
+        }
     }
     let mut key = dst.key().to_owned();
     if !key.is_empty() && !key.ends_with('/') {
@@ -310,15 +332,21 @@ async fn copy_job(
     };
     let mut writer = store.writer(to, parts).await.map_err(fail)?;
     let mut at = 0;
-    while at < size {
-        let chunk = read(store, &job.src, job.etag.clone(), at, CHUNK.min(size - at))
-            .await
-            .map_err(fail)?;
-        at += chunk.len() as u64;
-        bar.inc(chunk.len() as u64);
-        writer.write(chunk).await.map_err(fail)?;
+    let copied: sluice_core::Result<()> = async {
+        while at < size {
+            let chunk = read(store, &job.src, job.etag.clone(), at, CHUNK.min(size - at)).await?;
+            at += chunk.len() as u64;
+            bar.inc(chunk.len() as u64);
+            writer.write(chunk).await?;
+        }
+        writer.finish().await.map(drop)
     }
-    writer.finish().await.map_err(fail)?;
+    .await;
+    if let Err(e) = copied {
+        // Now, not at the writer's drop: the runtime may be gone by then, leaving parts.
+        let _ = writer.abort().await;
+        return Err(fail(e));
+    }
     Ok(Done::Copied(size))
 }
 
@@ -390,14 +418,20 @@ async fn from_stdin(
             match stdin.read(&mut buf[filled..]).await {
                 Ok(0) => break,
                 Ok(n) => filled += n,
-                Err(e) => return Err(Failure::Other(format!("reading stdin: {e}"))),
+                Err(e) => {
+                    let _ = writer.abort().await;
+                    return Err(Failure::Other(format!("reading stdin: {e}")));
+                }
             }
         }
         let last = filled < buf.len();
         buf.truncate(filled);
         total += filled as u64;
-        if filled > 0 {
-            writer.write(Bytes::from(buf)).await?;
+        if filled > 0
+            && let Err(e) = writer.write(Bytes::from(buf)).await
+        {
+            let _ = writer.abort().await;
+            return Err(e.into());
         }
         if last {
             break;

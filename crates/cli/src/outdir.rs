@@ -42,15 +42,21 @@ pub fn target(rel: &str) -> Result<Target, String> {
     }
 }
 
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+/// Refuses a path whose directories under `dir` that exist already are symlinks or not
+/// directories (those not there yet will be made as directories).
+pub fn no_symlinks(dir: &Path, segments: &[String]) -> Result<(), String> {
+    walk_dirs(dir, segments, false).map(drop)
+}
 
-/// Writes `data` to `segments` under `dir`, creating directories on the way and refusing
-/// any that is a symlink (or not a directory). Returns the final path.
-pub fn write(dir: &Path, segments: &[String], data: &[u8]) -> Result<PathBuf, String> {
-    let (name, parents) = segments.split_last().ok_or("an empty path")?;
+/// Walks the directories of `segments` (all but the file name) under `dir`, refusing a
+/// symlink or a non-directory on the way; those missing are made when `create`, else the
+/// walk ends there. Returns the deepest directory reached.
+fn walk_dirs(dir: &Path, segments: &[String], create: bool) -> Result<PathBuf, String> {
     let mut at = dir.to_path_buf();
-    fs::create_dir_all(&at).map_err(|e| format!("creating {}: {e}", at.display()))?;
-    for seg in parents {
+    for seg in segments
+        .split_last()
+        .map_or(&[][..], |(_, parents)| parents)
+    {
         at.push(seg);
         match fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_symlink() => {
@@ -60,12 +66,24 @@ pub fn write(dir: &Path, segments: &[String], data: &[u8]) -> Result<PathBuf, St
                 return Err(format!("{} exists and is not a directory", at.display()));
             }
             Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
                 fs::create_dir(&at).map_err(|e| format!("creating {}: {e}", at.display()))?;
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(at),
             Err(e) => return Err(format!("{}: {e}", at.display())),
         }
     }
+    Ok(at)
+}
+
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `data` to `segments` under `dir`, creating directories on the way and refusing
+/// any that is a symlink (or not a directory). Returns the final path.
+pub fn write(dir: &Path, segments: &[String], data: &[u8]) -> Result<PathBuf, String> {
+    let name = segments.last().ok_or("an empty path")?;
+    fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let at = walk_dirs(dir, segments, true)?;
     let path = at.join(name);
     let temp = at.join(format!(
         ".{name}.sluice-{}-{}",

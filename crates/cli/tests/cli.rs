@@ -826,7 +826,12 @@ async fn cp_copies_both_ways_with_wildcards_filters_and_no_clobber() {
     // A key that is no safe file name fails alone; the rest is copied; the exit says so.
     s.insert(DEFAULT_BUCKET, "cp/bad/ok", b"fine".to_vec());
     s.insert(DEFAULT_BUCKET, "cp/bad/x/../../escape", b"no".to_vec());
+    s.insert(DEFAULT_BUCKET, "cp/bad/link/f", b"no".to_vec());
     let bad = dir.path().join("bad");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, bad.join("link")).unwrap();
     let got = sluice(
         &s,
         &[
@@ -837,13 +842,17 @@ async fn cp_copies_both_ways_with_wildcards_filters_and_no_clobber() {
         ],
     );
     assert_eq!(got.status.code(), Some(1), "{}", text(&got));
+    let t = text(&got);
     assert!(
-        text(&got).contains("..") && text(&got).contains("1 of 2"),
-        "{}",
-        text(&got)
+        t.contains("..") && t.contains("symlink") && t.contains("2 of 3"),
+        "{t}"
     );
     assert_eq!(std::fs::read(bad.join("ok")).unwrap(), b"fine");
     assert!(!dir.path().join("escape").exists());
+    assert!(
+        !elsewhere.join("f").exists(),
+        "nothing written through the symlink"
+    );
 
     // A prefix without --recursive is named.
     let got = sluice(

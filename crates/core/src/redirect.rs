@@ -12,9 +12,9 @@
 //!   must not turn the client into a probe of the instance's credentials service;
 //! - a `Location` that is not an absolute `http(s)` URL, a region that is not a region name.
 //!
-//! Credentials go along only to the same host (any port) or, for a region move, to AWS's own
-//! hosts; a request moved to another host is sent unsigned, as curl and browsers drop
-//! `Authorization` on a cross-host redirect. Only the origin of a `Location` is used: the
+//! Credentials (the signature, and a session token) go along only to the same origin
+//! (scheme, host and port) or from S3 to S3 in another region; a request moved anywhere else
+//! is sent unsigned, as curl and browsers drop `Authorization` on a cross-origin redirect. Only the origin of a `Location` is used: the
 //! request keeps its own path and query (a gateway's redirect names the same object).
 
 use crate::config::{StoreConfig, check_region};
@@ -159,7 +159,15 @@ pub fn target_config(
         .and_then(|_| endpoint.set_host(Some(&host)).map_err(drop))
         .and_then(|_| endpoint.set_port(target.port()))
         .map_err(|_| "its Location cannot replace the endpoint's origin".to_owned())?;
-    let trusted = here.host_str() == target.host_str() || (is_aws(&here) && is_aws(&target));
+    // The same origin (scheme, host, port), or S3 itself in another region.
+    let origin = |u: &Url| {
+        (
+            u.scheme().to_owned(),
+            u.host_str().map(str::to_owned),
+            u.port_or_known_default(),
+        )
+    };
+    let trusted = origin(&here) == origin(&endpoint) || (is_aws(&here) && is_aws(&endpoint));
     if !trusted {
         to.credentials = CredentialsCache::anonymous();
     }
@@ -167,9 +175,42 @@ pub fn target_config(
     Ok(to)
 }
 
+/// An S3 host of AWS: `s3.amazonaws.com`, `s3.<region>.amazonaws.com`, `s3-<region>`,
+/// `s3-fips`, dual-stack, with or without a bucket in front. Not any `*.amazonaws.com`: load
+/// balancers, API gateways and instances there belong to whoever runs them.
 fn is_aws(url: &Url) -> bool {
-    url.host_str()
-        .is_some_and(|h| h == "amazonaws.com" || h.ends_with(".amazonaws.com"))
+    let Some(rest) = url.host_str().and_then(|h| {
+        h.strip_suffix(".amazonaws.com")
+            .or_else(|| h.strip_suffix(".amazonaws.com.cn"))
+    }) else {
+        return false;
+    };
+    let labels: Vec<&str> = rest.split('.').collect();
+    let Some(s3) = labels
+        .iter()
+        .position(|l| *l == "s3" || l.starts_with("s3-"))
+    else {
+        return false;
+    };
+    labels[s3 + 1..]
+        .iter()
+        .all(|l| *l == "dualstack" || is_region(l))
+}
+
+/// `us-east-1`, `eu-central-2`, `us-gov-west-1`: letters, dashes, a number at the end.
+fn is_region(label: &str) -> bool {
+    let mut parts = label.split('-');
+    let first = parts.next().unwrap_or_default();
+    let rest: Vec<&str> = parts.collect();
+    first.len() == 2
+        && first.bytes().all(|b| b.is_ascii_lowercase())
+        && rest.len() >= 2
+        && rest
+            .last()
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        && rest[..rest.len() - 1]
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// Hosts no S3 request may be sent to: link-local (169.254.0.0/16 holds the cloud metadata
@@ -303,9 +344,19 @@ macro_rules! follow {
 #[async_trait]
 impl<W: Wire> GetAttempt for Redirects<W> {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        // A redirect is an answer without a body: the sink has not begun, so the same sink
-        // takes the target's answer.
-        follow!(self, req.uri.bucket(), |w| w.get_attempt(req, sink))
+        // A redirect is an answer without a body: the same sink takes the target's answer,
+        // checked, as it is only safe while nothing has begun in it.
+        let bucket = req.uri.bucket();
+        let mut w = self.route(bucket);
+        let mut hops = 0;
+        loop {
+            match w.get_attempt(req, sink).await {
+                Err(e @ Error::Redirect { refused: None, .. }) if sink.head().is_none() => {
+                    w = self.follow(&w, bucket, e, &mut hops)?;
+                }
+                done => break done,
+            }
+        }
     }
 }
 
@@ -448,7 +499,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(to.endpoint_url().as_str(), "http://gw:9090/s3");
-        assert!(to.credentials.provider().is_some(), "same host: signed");
+        assert!(
+            to.credentials.provider().is_none(),
+            "another port: unsigned"
+        );
         let to = target_config(
             &cfg("http://gw:8080"),
             "b",
@@ -482,6 +536,44 @@ mod tests {
             "https://s3.eu-west-1.amazonaws.com/"
         );
         assert!(to.credentials.provider().is_some(), "AWS to AWS: signed");
+    }
+
+    #[test]
+    fn credentials_go_only_to_the_same_origin_or_s3_itself() {
+        let signed = |from: &str, location: &str| {
+            target_config(&cfg(from), "b", &moved(307, Some(location), None))
+                .unwrap()
+                .credentials
+                .provider()
+                .is_some()
+        };
+        assert!(signed("http://gw:8080", "http://gw:8080/b/k"));
+        assert!(
+            !signed("http://gw:8080", "http://gw:9999/b/k"),
+            "another port"
+        );
+        assert!(
+            !signed("http://gw:8080", "http://other:8080/b/k"),
+            "another host"
+        );
+        assert!(signed(
+            "https://s3.us-east-1.amazonaws.com",
+            "https://s3.eu-west-1.amazonaws.com/b/k"
+        ));
+        assert!(signed(
+            "https://s3.amazonaws.com",
+            "https://s3.dualstack.eu-west-1.amazonaws.com/b/k"
+        ));
+        for elsewhere in [
+            "https://s3-evil-1.us-east-1.elb.amazonaws.com/b/k",
+            "https://abc.execute-api.us-east-1.amazonaws.com/b/k",
+            "https://ec2-1-2-3-4.compute-1.amazonaws.com/b/k",
+        ] {
+            assert!(
+                !signed("https://s3.us-east-1.amazonaws.com", elsewhere),
+                "{elsewhere}"
+            );
+        }
     }
 
     #[test]

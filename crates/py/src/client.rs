@@ -206,15 +206,22 @@ impl Client {
                 }
             };
         }
+        // endpoint= and endpoints= are one choice: either given here wins over both of the
+        // config's.
+        let (endpoint, endpoints) = if endpoint.is_some() || endpoints.is_some() {
+            (endpoint, endpoints)
+        } else {
+            (pick!(endpoint), pick!(endpoints))
+        };
         let s = Settings {
             backend: pick!(backend),
-            endpoint: pick!(endpoint),
+            endpoint,
             region: pick!(region),
             ca_bundle: pick!(ca_bundle),
             max_attempts: pick!(max_attempts),
             connect_timeout: pick!(connect_timeout),
             first_byte_timeout: pick!(first_byte_timeout),
-            endpoints: pick!(endpoints),
+            endpoints,
             profile: pick!(profile),
             unsigned: pick!(unsigned).unwrap_or(false),
             stall_timeout: pick!(stall_timeout),

@@ -8,7 +8,7 @@
 use pyo3::prelude::*;
 use std::fmt::Write as _;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -20,13 +20,32 @@ const QUEUE: usize = 4096;
 /// Level (Python's numbers), target, message.
 type Record = (u8, String, String);
 
-static RECORDS: OnceLock<(SyncSender<Record>, Mutex<Receiver<Record>>)> = OnceLock::new();
+/// One process's queue. A forked child gets a new one: the parent's receiver may have been
+/// locked by its waiting thread at the fork, and a copied lock has no owner to release it.
+struct Queue {
+    pid: u32,
+    tx: SyncSender<Record>,
+    rx: Mutex<Receiver<Record>>,
+}
 
-fn queue() -> &'static (SyncSender<Record>, Mutex<Receiver<Record>>) {
-    RECORDS.get_or_init(|| {
-        let (tx, rx) = sync_channel(QUEUE);
-        (tx, Mutex::new(rx))
-    })
+static CURRENT: Mutex<Option<Arc<Queue>>> = Mutex::new(None);
+
+fn queue() -> Arc<Queue> {
+    let pid = std::process::id();
+    let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    match &*current {
+        Some(q) if q.pid == pid => q.clone(),
+        _ => {
+            let (tx, rx) = sync_channel(QUEUE);
+            let q = Arc::new(Queue {
+                pid,
+                tx,
+                rx: Mutex::new(rx),
+            });
+            *current = Some(q.clone());
+            q
+        }
+    }
 }
 
 /// Installs the forwarding layer as the process's subscriber (once; a subscriber another
@@ -56,7 +75,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Forward {
         let mut text = Text::default();
         event.record(&mut text);
         let _ = queue()
-            .0
+            .tx
             .try_send((level, meta.target().to_owned(), text.finish()));
     }
 }
@@ -102,7 +121,8 @@ impl Visit for Text {
 pub fn _next_log(py: Python<'_>, timeout: f64) -> Option<Record> {
     let wait = Duration::from_secs_f64(timeout.clamp(0.0, 60.0));
     py.detach(|| {
-        let rx = queue().1.lock().unwrap_or_else(|p| p.into_inner());
+        let q = queue();
+        let rx = q.rx.lock().unwrap_or_else(|p| p.into_inner());
         // Timed out, or (never: the sender is static) disconnected.
         rx.recv_timeout(wait).ok()
     })

@@ -30,6 +30,9 @@ def test_a_config_makes_a_client_and_a_client_pickles_as_its_config(server, pref
     c = sluice.Client(endpoint=server.endpoint, config=sluice.Config(endpoint=dead_endpoint()))
     assert c.config.endpoint == server.endpoint and len(c.get(u)) == 1000
     assert sluice.Client(max_attempts=3).config == sluice.Config(max_attempts=3)
+    # endpoint= and endpoints= are one choice: either given here replaces both of the config's.
+    c = sluice.Client(endpoint=server.endpoint, config=sluice.Config(endpoints=[dead_endpoint()]))
+    assert c.config.endpoints is None and len(c.get(u)) == 1000
 
 
 def test_bad_settings_are_named(server):

@@ -141,3 +141,14 @@ def test_torch_save_and_load_round_trip(server, client, prefix):
     back = st.load(u, map_location="cpu", client=client, weights_only=True)
     assert back["step"] == 7 and back["names"] == ["a", "b"]
     assert torch.equal(back["w"], state["w"])
+
+
+def test_a_writer_dropped_unclosed_publishes_nothing(server, client, prefix):
+    import gc
+
+    u = uri(server, prefix, "dropped")
+    f = sluice.open(u, "wb", client=client, part_size=5 << 20)
+    f.write(bytes(6 << 20))  # a part is already uploaded
+    del f
+    gc.collect()
+    assert not client.exists(u)

@@ -9,7 +9,8 @@ follow each other; a seek elsewhere starts it over.
 
 Writing: a streaming multipart upload (``Client.writer``): memory stays bounded by the part
 size and the parts in flight, whatever the object's size; the object appears on ``close``
-and not at all if the ``with`` block raises (the upload is aborted).
+and not at all if the ``with`` block raises or the file is dropped unclosed (the upload is
+aborted).
 """
 
 from __future__ import annotations
@@ -201,6 +202,15 @@ class ObjectWriter(io.BufferedIOBase):
             self.close()
         else:
             self.abort()
+
+    def __del__(self) -> None:
+        # A writer dropped unclosed (an error in a library writing through it) must not
+        # publish what it had: io's own __del__ would close, that is, complete the upload.
+        if not self.closed and hasattr(self, "_writer"):
+            try:
+                self.abort()
+            except Exception:
+                pass
 
     def __repr__(self) -> str:
         return f"<sluice.ObjectWriter {self.name} written={self._written}>"

@@ -124,12 +124,16 @@ class SluiceFileSystem(AbstractFileSystem):
         uri = self._uri(self._strip_protocol(path))
         if start is None and end is None:
             return bytes(self.client.get(uri))
-        size = self.client.stat(uri)["size"]
-        start = 0 if start is None else (start if start >= 0 else max(size + start, 0))
-        end = size if end is None else (min(end, size) if end >= 0 else max(size + end, 0))
-        if end <= start:
+        if (start or 0) < 0 or (end is not None and end < 0):
+            # Offsets from the end need the size.
+            size = self.client.stat(uri)["size"]
+            start = max(size + start, 0) if start is not None and start < 0 else start
+            end = max(size + end, 0) if end is not None and end < 0 else end
+        start = start or 0
+        if end is not None and end <= start:
             return b""
-        return bytes(self.client.get_range(uri, start, end - start))
+        # A range past the end is clipped by the store, as a file read is.
+        return bytes(self.client.get_range(uri, start, None if end is None else end - start))
 
     def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
         self.client.put(self._uri(self._strip_protocol(path)), value)
