@@ -14,6 +14,7 @@ PUBLIC_MODULES = [
     "sluice",
     "sluice.testing",
     "sluice.torch",
+    "sluice.torch.dcp",
     "sluice.fsspec",
     "sluice.compat",
     "sluice.compat.alias",
@@ -22,7 +23,7 @@ PUBLIC_MODULES = [
 
 
 def load(name):
-    if name == "sluice.torch":
+    if name.startswith("sluice.torch"):
         pytest.importorskip("torch")
     if name == "sluice.fsspec":
         pytest.importorskip("fsspec")

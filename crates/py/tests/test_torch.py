@@ -120,3 +120,23 @@ def test_dlio_process_model_through_the_alias(server, prefix, tmp_path):
     for r in range(2):
         data = bytes(s3dlio.get(f"{ckpt}{r}"))
         assert data == b"".join(bytes([i]) * (4 << 20) for i in range(3))
+
+
+def test_distributed_checkpoint_save_and_load(server, prefix):
+    import torch.distributed.checkpoint as dcp
+
+    import sluice
+    from sluice.torch.dcp import StorageReader, StorageWriter
+
+    uri = f"s3://{server.bucket}/{prefix}ckpt"
+    state = {"w": torch.randn(256, 512), "b": torch.arange(1000), "nested": {"x": torch.ones(3, 3)}}
+    dcp.save(state, storage_writer=StorageWriter(uri, endpoint=server.endpoint))
+    names = [u.rsplit("/", 1)[1] for u in sluice.list(uri + "/", recursive=True)]
+    assert ".metadata" in names and any(n.endswith(".distcp") for n in names), names
+    assert not any(n.endswith(".tmp") for n in names), "the metadata was renamed into place"
+    back = {"w": torch.empty(256, 512), "b": torch.empty(1000, dtype=torch.long), "nested": {"x": torch.empty(3, 3)}}
+    dcp.load(back, storage_reader=StorageReader(uri, endpoint=server.endpoint))
+    assert torch.equal(back["w"], state["w"]) and torch.equal(back["b"], state["b"])
+    assert torch.equal(back["nested"]["x"], state["nested"]["x"])
+    with pytest.raises(ValueError, match="s3://bucket/prefix"):
+        StorageWriter("/local/path")

@@ -135,6 +135,15 @@ class SluiceFileSystem(AbstractFileSystem):
         # A range past the end is clipped by the store, as a file read is.
         return bytes(self.client.get_range(uri, start, None if end is None else end - start))
 
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        """Copies through this machine (read, then uploaded), a range at a time; what
+        ``mv``/``rename`` use."""
+        src = self._uri(self._strip_protocol(path1))
+        dst = self._uri(self._strip_protocol(path2))
+        with sluice.open(src, "rb", client=self.client) as r, sluice.open(dst, "wb", client=self.client) as w:
+            while chunk := r.read(32 << 20):
+                w.write(chunk)
+
     def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
         self.client.put(self._uri(self._strip_protocol(path)), value)
 
