@@ -75,11 +75,14 @@ impl From<ListEntry> for Entry {
 }
 
 /// The iterator `list_objects` returns. A task on the runtime pages through the listing
-/// (retried and checked by core) into a bounded channel; dropping the iterator stops it.
+/// (retried and checked by core) into a bounded channel; `__next__` takes what has arrived
+/// in one go (up to a page) and serves it from here, so the runtime is entered once per
+/// batch, not once per entry. Dropping the iterator stops the task.
 #[pyclass(module = "sluice", name = "Listing")]
 #[derive(Debug)]
 pub struct Listing {
     rx: Arc<Mutex<mpsc::Receiver<sluice_core::Result<ListEntry>>>>,
+    ready: std::collections::VecDeque<sluice_core::Result<ListEntry>>,
     owner: u32,
 }
 
@@ -102,6 +105,7 @@ impl Listing {
         });
         Ok(Self {
             rx: Arc::new(Mutex::new(rx)),
+            ready: Default::default(),
             owner: std::process::id(),
         })
     }
@@ -113,14 +117,21 @@ impl Listing {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Entry>> {
+    // `&mut self`: a second thread iterating the same listing at once gets Python's
+    // "already borrowed" error, never a lock held across the GIL's release.
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Entry>> {
         check_owner(self.owner, "sluice.Listing")?;
-        let rx = self.rx.clone();
-        let next = block(
-            py,
-            async move { Ok::<_, Error>(rx.lock().await.recv().await) },
-        )?;
-        match next {
+        let ready = &mut self.ready;
+        if ready.is_empty() {
+            let rx = self.rx.clone();
+            let batch = block(py, async move {
+                let mut batch = Vec::new();
+                rx.lock().await.recv_many(&mut batch, AHEAD).await;
+                Ok::<_, Error>(batch)
+            })?;
+            ready.extend(batch);
+        }
+        match ready.pop_front() {
             None => Ok(None),
             Some(e) => e.map(|e| Some(e.into())).map_err(crate::errors::to_py),
         }

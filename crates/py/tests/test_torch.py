@@ -140,3 +140,38 @@ def test_distributed_checkpoint_save_and_load(server, prefix):
     assert torch.equal(back["nested"]["x"], state["nested"]["x"])
     with pytest.raises(ValueError, match="s3://bucket/prefix"):
         StorageWriter("/local/path")
+
+
+def _dcp_rank(rank, world, init, uri, endpoint):
+    # Module level: torch.multiprocessing.spawn pickles it.
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from sluice.torch.dcp import StorageReader, StorageWriter
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        mine = {f"rank{rank}": torch.full((100_000,), float(rank))}
+        dcp.save(mine, storage_writer=StorageWriter(uri, endpoint=endpoint))
+        back = {f"rank{rank}": torch.empty(100_000)}
+        dcp.load(back, storage_reader=StorageReader(uri, endpoint=endpoint))
+        assert torch.equal(back[f"rank{rank}"], mine[f"rank{rank}"])
+    finally:
+        dist.destroy_process_group()
+
+
+def test_distributed_checkpoint_two_ranks_write_their_own_shards(server, prefix, tmp_path):
+    import torch.multiprocessing as mp
+
+    import sluice
+
+    uri = f"s3://{server.bucket}/{prefix}ckpt"
+    init = f"file://{tmp_path / 'pg'}"
+    mp.spawn(_dcp_rank, args=(2, init, uri, server.endpoint), nprocs=2, join=True)
+    names = sorted(u.rsplit("/", 1)[1] for u in sluice.list(uri + "/", recursive=True))
+    assert names[0] == ".metadata", names
+    # Each rank wrote its shard, in files written by several threads at once (__rank_thread).
+    shards = names[1:]
+    assert all(n.startswith(("__0_", "__1_")) and n.endswith(".distcp") for n in shards), names
+    assert {n[:4] for n in shards} == {"__0_", "__1_"}, names
+    assert len(shards) > 2, f"files written in parallel: {names}"
