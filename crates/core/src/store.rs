@@ -154,13 +154,19 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
             .await
     }
 
-    /// The object, or `range` of it (clipped at the object's end, as S3 does), as one buffer.
-    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
+    /// The object, or `opts.range` of it (clipped at the object's end, as S3 does), of the
+    /// version `opts.if_match` pins when given, as one buffer.
+    async fn get_with(&self, uri: &ObjectUri, opts: &GetOptions) -> Result<Bytes> {
         // Growable: S3 answers a range that runs past the end with the bytes that exist.
         let mut seg = Segment::growable();
-        self.get_into(uri, range, &mut seg).await?;
+        self.get_into_with(uri, opts, &mut seg).await?;
         seg.freeze()
             .map_err(|e| crate::Error::integrity(uri.to_string(), e.to_string()))
+    }
+
+    /// `get_with` of any version.
+    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
+        self.get_with(uri, &GetOptions::range(range)).await
     }
 
     /// Lists keys starting with `prefix`'s key, page by page. `recursive = false` groups keys

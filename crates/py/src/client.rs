@@ -11,8 +11,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_core::{
-    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutPayload, Segment,
-    StoreConfig, WriteOptions,
+    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig,
+    WriteOptions,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -297,12 +297,7 @@ impl Client {
             range: Some(range),
             if_match: etag,
         };
-        let data = block(py, async move {
-            let mut seg = Segment::growable();
-            store.get_into_with(&u, &opts, &mut seg).await?;
-            seg.freeze()
-                .map_err(|e| Error::integrity(u.to_string(), e.to_string()))
-        })?;
+        let data = block(py, async move { store.get_with(&u, &opts).await })?;
         Ok(Object::new(uri.to_owned(), data))
     }
 
