@@ -7,8 +7,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_backend_fs::FsStore;
 use sluice_core::{
-    ByteRange, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
-    ObjectWriter, PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
+    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
+    PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
 };
 use std::sync::Arc;
 
@@ -104,8 +104,8 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).get_into_with(uri, opts, dst).await
     }
 
-    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
-        self.pick(uri).get(uri, range).await
+    async fn get_with(&self, uri: &ObjectUri, opts: &GetOptions) -> Result<Bytes> {
+        self.pick(uri).get_with(uri, opts).await
     }
 
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
