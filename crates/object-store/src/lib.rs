@@ -264,35 +264,30 @@ impl object_store::ObjectStore for SluiceObjectStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let this = self.clone();
-        let prefix = prefix.cloned();
-        // sluice's listing borrows its store; a task owns both and hands entries over.
-        let (tx, rx) = mpsc::channel(1000);
-        tokio::spawn(async move {
-            let uri = match this.prefix_uri(prefix.as_ref()) {
-                Ok(u) => u,
-                Err(e) => {
-                    let _ = tx.send(Err(e)).await;
-                    return;
+        let rx = match self.prefix_uri(prefix) {
+            Ok(uri) => sluice_core::listing::spawn_list(self.store.clone(), uri, true, 1000),
+            Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
+        };
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+            .filter_map(|e| async move {
+                match e {
+                    Ok(ListEntry::Object(m)) => Some(
+                        Path::parse(m.uri.key())
+                            .map(|p| meta(p, &m))
+                            .map_err(|e| object_store::Error::InvalidPath { source: e }),
+                    ),
+                    Ok(ListEntry::Prefix(_)) => None,
+                    Err(e) => Some(Err(generic(Box::new(e)))),
                 }
-            };
-            let mut entries = this.store.list(&uri, true);
-            while let Some(e) = entries.next().await {
-                let item = match e {
-                    Ok(ListEntry::Object(m)) => match Path::parse(m.uri.key()) {
-                        Ok(p) => Ok(meta(p, &m)),
-                        Err(e) => Err(object_store::Error::InvalidPath { source: e }),
-                    },
-                    Ok(ListEntry::Prefix(_)) => continue,
-                    Err(e) => Err(generic(Box::new(e))),
-                };
-                let failed = item.is_err();
-                if tx.send(item).await.is_err() || failed {
-                    break;
-                }
-            }
-        });
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|i| (i, rx)) })
+            })
+            // The first error ends the listing, as it ends sluice's.
+            .scan(false, |ended, item| {
+                let next = (!*ended).then(|| {
+                    *ended = item.is_err();
+                    item
+                });
+                futures::future::ready(next)
+            })
             .boxed()
     }
 

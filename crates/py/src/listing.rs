@@ -3,7 +3,6 @@
 
 use crate::client::block;
 use crate::runtime::{check_owner, runtime};
-use futures::StreamExt;
 use pyo3::prelude::*;
 use sluice_core::{Error, ListEntry, ObjectStore, ObjectUri};
 use std::sync::Arc;
@@ -92,17 +91,11 @@ impl Listing {
         prefix: ObjectUri,
         recursive: bool,
     ) -> PyResult<Self> {
-        let (tx, rx) = mpsc::channel(AHEAD);
-        runtime()?.spawn(async move {
-            let mut entries = store.list(&prefix, recursive);
-            while let Some(e) = entries.next().await {
-                let failed = e.is_err();
-                // The consumer went away (its iterator was dropped): stop listing.
-                if tx.send(e).await.is_err() || failed {
-                    break;
-                }
-            }
-        });
+        let rx = {
+            let rt = runtime()?;
+            let _in_runtime = rt.enter();
+            sluice_core::listing::spawn_list(store, prefix, recursive, AHEAD)
+        };
         Ok(Self {
             rx: Arc::new(Mutex::new(rx)),
             ready: Default::default(),
