@@ -56,8 +56,8 @@ pub struct Settings {
     pub read_timeout: Duration,
     pub max_idle_per_host: usize,
     pub http2: bool,
-    /// Extra trust roots (AWS_CA_BUNDLE), PEM.
-    pub ca_pem: Option<Vec<u8>>,
+    /// Extra trust roots (AWS_CA_BUNDLE).
+    pub roots: Vec<reqwest::Certificate>,
 }
 
 /// Builds object_store's HTTP client itself rather than through its `ReqwestConnector`,
@@ -83,8 +83,8 @@ impl HttpConnector for Connector {
         if !s.http2 {
             b = b.http1_only();
         }
-        if let Some(pem) = &s.ca_pem {
-            b = b.tls_certs_merge(reqwest::Certificate::from_pem_bundle(pem).map_err(generic)?);
+        if !s.roots.is_empty() {
+            b = b.tls_certs_merge(s.roots.iter().cloned());
         }
         let client = b.build().map_err(generic)?;
         Ok(HttpClient::new(Service(HttpClient::new(client))))

@@ -38,7 +38,8 @@ pub type ObjectStoreBackend = S3Store<ObjectStoreWire>;
 #[derive(Debug)]
 pub struct ObjectStoreWire {
     cfg: StoreConfig,
-    ca_pem: Option<Vec<u8>>,
+    /// The HTTP client's settings, the CA bundle parsed once.
+    http: http::Settings,
     stores: Arc<Mutex<HashMap<String, Arc<AmazonS3>>>>,
 }
 
@@ -72,10 +73,21 @@ impl CredentialProvider for Credentials {
 
 impl WireFromConfig for ObjectStoreWire {
     fn from_config(cfg: StoreConfig) -> Result<Self> {
-        let ca_pem = cfg.read_ca_bundle()?;
+        let roots = match cfg.read_ca_bundle()? {
+            Some(pem) => reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| Error::config("AWS_CA_BUNDLE", e.to_string()))?,
+            None => Vec::new(),
+        };
+        let http = http::Settings {
+            connect_timeout: cfg.timeouts.connect,
+            read_timeout: cfg.timeouts.first_byte.max(cfg.timeouts.stall),
+            max_idle_per_host: cfg.max_connections,
+            http2: cfg.http2,
+            roots,
+        };
         let this = Self {
             cfg,
-            ca_pem,
+            http,
             stores: Arc::default(),
         };
         // Build once up front so a bad configuration fails here, not on first use.
@@ -93,18 +105,7 @@ impl ObjectStoreWire {
         // bodies on slow links; the body's stall timeout is enforced per chunk in
         // `get_attempt`.
         let opts = ClientOptions::new().with_allow_http(endpoint.scheme() == "http");
-        if let Some(pem) = &self.ca_pem {
-            // Checked here, so that a bad bundle is a configuration error up front.
-            object_store::Certificate::from_pem_bundle(pem)
-                .map_err(|e| Error::config("AWS_CA_BUNDLE", e.to_string()))?;
-        }
-        let connector = http::Connector(http::Settings {
-            connect_timeout: cfg.timeouts.connect,
-            read_timeout: cfg.timeouts.first_byte.max(cfg.timeouts.stall),
-            max_idle_per_host: cfg.max_connections,
-            http2: cfg.http2,
-            ca_pem: self.ca_pem.clone(),
-        });
+        let connector = http::Connector(self.http.clone());
         // One attempt per call: core's policy layer retries, as for every backend.
         let retry = RetryConfig {
             max_retries: 0,
