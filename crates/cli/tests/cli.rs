@@ -530,26 +530,38 @@ async fn get_of_a_listing_with_an_impossible_size_fails_clearly() {
     }
 }
 
-/// `--endpoints`: two servers over one directory (one store, two nodes) and a third
-/// endpoint where nothing listens. Every object is read and verified, both live nodes
-/// serve, and the refusing one costs only retries.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn get_spreads_over_endpoints_and_goes_around_a_dead_one() {
+/// Two test servers over one directory (one store, two nodes) holding `objects`: written
+/// through the first, and the second started after, as a server reads the directory when it
+/// starts.
+async fn two_nodes(objects: Vec<(String, Vec<u8>)>) -> (tempfile::TempDir, TestServer, TestServer) {
     let dir = tempfile::tempdir().unwrap();
     let opts = || ServerOptions {
         data_dir: Some(dir.path().to_owned()),
         ..ServerOptions::default()
     };
     let a = TestServer::start(opts()).await.unwrap();
-    for i in 0..8 {
-        let key = format!("m/{i}");
-        a.insert(
-            DEFAULT_BUCKET,
-            &key,
-            sluice_testdata::pattern::generate(&key, 300_000 + i),
-        );
+    for (key, data) in objects {
+        a.insert(DEFAULT_BUCKET, &key, data);
     }
     let b = TestServer::start(opts()).await.unwrap();
+    (dir, a, b)
+}
+
+/// `--endpoints`: two servers over one directory (one store, two nodes) and a third
+/// endpoint where nothing listens. Every object is read and verified, both live nodes
+/// serve, and the refusing one costs only retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_spreads_over_endpoints_and_goes_around_a_dead_one() {
+    let (_dir, a, b) = two_nodes(
+        (0..8)
+            .map(|i| {
+                let key = format!("m/{i}");
+                let data = sluice_testdata::pattern::generate(&key, 300_000 + i);
+                (key, data)
+            })
+            .collect(),
+    )
+    .await;
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
@@ -595,19 +607,13 @@ async fn get_spreads_over_endpoints_and_goes_around_a_dead_one() {
 /// `--pin-endpoints`, rank r uses endpoint r % 2 alone, so each serves one rank's shard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_counts_per_endpoint_and_pins_ranks() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = || ServerOptions {
-        data_dir: Some(dir.path().to_owned()),
-        ..ServerOptions::default()
-    };
-    let a = TestServer::start(opts()).await.unwrap();
     let size = 1 << 20;
-    for i in 0..4 {
-        let key = format!("d/{i}");
-        a.insert(DEFAULT_BUCKET, &key, vec![i as u8; size]);
-    }
-    // Started after the objects were written: a server reads the directory when it starts.
-    let b = TestServer::start(opts()).await.unwrap();
+    let (dir, a, b) = two_nodes(
+        (0..4)
+            .map(|i| (format!("d/{i}"), vec![i as u8; size]))
+            .collect(),
+    )
+    .await;
     let endpoints = format!("{},{}", a.http_endpoint(), b.http_endpoint());
     let run = |pin: bool| {
         let json = dir.path().join(format!("bench-{pin}.json"));
