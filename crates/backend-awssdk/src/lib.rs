@@ -17,15 +17,19 @@ use async_trait::async_trait;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{ChecksumMode, CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::types::{
+    ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier,
+};
 use aws_smithy_checksums::body::validate;
 use bytes::Bytes;
 use sluice_core::error::{error_chain, find_source};
 use sluice_core::listing::ListPage;
 use sluice_core::multipart::MultipartApi;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
+use sluice_core::wire::delete_refused;
 use sluice_core::{
-    Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store, StoreConfig, Wire, WireFromConfig,
+    Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store, StoreConfig, Wire,
+    WireFromConfig,
 };
 use std::time::SystemTime;
 
@@ -294,5 +298,60 @@ impl Wire for AwsSdkWire {
             .await
             .map(drop)
             .map_err(|e| self.err(&uri.to_string(), e))
+    }
+
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let Some(first) = uris.first() else {
+            return Ok(Vec::new());
+        };
+        let subject = first.with_key("").to_string();
+        let unbuilt = |e: aws_sdk_s3::error::BuildError| Error::transport(&subject, e.to_string());
+        let objects = uris
+            .iter()
+            .map(|u| ObjectIdentifier::builder().key(u.key()).build())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(unbuilt)?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(unbuilt)?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(first.bucket())
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|e| self.err(&subject, e))?;
+        Ok(out
+            .errors()
+            .iter()
+            .map(|e| {
+                let uri = first.with_key(e.key().unwrap_or_default().to_owned());
+                delete_refused(
+                    &uri,
+                    e.code().unwrap_or_default(),
+                    e.message().unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        let out = self
+            .client
+            .copy_object()
+            .copy_source(from.copy_source())
+            .bucket(to.bucket())
+            .key(to.key())
+            .send()
+            .await
+            .map_err(|e| self.err(&to.to_string(), e))?;
+        let etag = out
+            .copy_object_result()
+            .and_then(|r| r.e_tag())
+            .map(str::to_owned);
+        Ok(Some(PutInfo { etag, parts: None }))
     }
 }

@@ -47,7 +47,7 @@ impl Addressing {
         for (i, (k, v)) in query.iter().enumerate() {
             url.push(if i == 0 { '?' } else { '&' });
             url.push_str(k);
-            if !v.is_empty() || *k != "uploads" {
+            if !v.is_empty() || !matches!(*k, "uploads" | "delete") {
                 url.push('=');
                 url.extend(utf8_percent_encode(v, STRICT));
             }

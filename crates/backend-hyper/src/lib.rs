@@ -22,7 +22,8 @@ use sluice_core::multipart::MultipartApi;
 use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
-    Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store, StoreConfig, Wire, WireFromConfig,
+    Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store, StoreConfig, Wire,
+    WireFromConfig,
 };
 use std::sync::Arc;
 use transport::{Transport, header_str, read_small_body};
@@ -73,7 +74,7 @@ impl HyperWire {
 
     fn parse_xml<'a, T: serde::Deserialize<'a>>(subject: &str, body: &'a str) -> Result<T> {
         // S3 may answer 200 with an <Error> document (CompleteMultipartUpload does).
-        if body.contains("<Error>") {
+        if xml::is_error_document(body) {
             let e = ErrorDoc::parse(body.as_bytes());
             return Err(Error::from_service(
                 subject,
@@ -290,5 +291,53 @@ impl Wire for HyperWire {
             .send(&s, Method::DELETE, &url, HeaderMap::new(), Bytes::new())
             .await
             .map(drop)
+    }
+
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let Some(first) = uris.first() else {
+            return Ok(Vec::new());
+        };
+        let subject = first.with_key("").to_string();
+        let body = xml::delete_body(uris.iter().map(ObjectUri::key));
+        // S3 refuses a DeleteObjects without a digest of its body.
+        let md5 = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            <md5::Md5 as md5::Digest>::digest(body.as_bytes()),
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "content-md5",
+            HeaderValue::from_str(&md5).expect("base64 is ASCII"),
+        );
+        let url = self.addressing.url(first.bucket(), "", &[("delete", "")]);
+        let resp = self
+            .transport
+            .send(&subject, Method::POST, &url, headers, Bytes::from(body))
+            .await?;
+        let body = self.xml_body(&subject, resp).await?;
+        let result: xml::DeleteResult = Self::parse_xml(&subject, &body)?;
+        Ok(result
+            .error
+            .into_iter()
+            .map(|e| sluice_core::wire::delete_refused(&first.with_key(e.key), &e.code, &e.message))
+            .collect())
+    }
+
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        let s = to.to_string();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-amz-copy-source",
+            HeaderValue::from_str(&from.copy_source()).expect("an escaped copy source is ASCII"),
+        );
+        let url = self.addressing.object(to, &[]);
+        let resp = self
+            .transport
+            .send(&s, Method::PUT, &url, headers, Bytes::new())
+            .await?;
+        // A 200 may still carry an <Error> (the copy failed after the answer began).
+        let body = self.xml_body(&s, resp).await?;
+        let etag = Self::parse_xml::<xml::CopyObjectResult>(&s, &body)?.etag;
+        Ok(Some(PutInfo { etag, parts: None }))
     }
 }

@@ -44,6 +44,43 @@ pub struct CompleteMultipartUploadResult {
     pub etag: Option<String>,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct CopyObjectResult {
+    #[serde(rename = "ETag")]
+    pub etag: Option<String>,
+}
+
+/// DeleteObjects' answer in quiet mode: only the keys not deleted.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeleteResult {
+    #[serde(default)]
+    pub error: Vec<DeleteError>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct DeleteError {
+    pub key: String,
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// Whether the document is an `<Error>` (S3 answers some calls 200 with one: CopyObject,
+/// CompleteMultipartUpload), not a result that contains `<Error>` elements (DeleteObjects).
+pub fn is_error_document(body: &str) -> bool {
+    let mut rest = body.trim_start();
+    if let Some(decl) = rest.strip_prefix("<?")
+        && let Some(end) = decl.find("?>")
+    {
+        rest = decl[end + 2..].trim_start();
+    }
+    rest.starts_with("<Error>") || rest.starts_with("<Error ")
+}
+
 pub fn parse<'a, T: Deserialize<'a>>(body: &'a str) -> Result<T, quick_xml::DeError> {
     quick_xml::de::from_str(body)
 }
@@ -58,6 +95,18 @@ pub fn complete_body(parts: &[(u32, String)]) -> String {
         ));
     }
     s.push_str("</CompleteMultipartUpload>");
+    s
+}
+
+/// `DeleteObjects`' request body: quiet (only failures answered), keys escaped.
+pub fn delete_body<'a>(keys: impl Iterator<Item = &'a str>) -> String {
+    let mut s = String::from("<Delete><Quiet>true</Quiet>");
+    for k in keys {
+        s.push_str("<Object><Key>");
+        s.push_str(&quick_xml::escape::escape(k));
+        s.push_str("</Key></Object>");
+    }
+    s.push_str("</Delete>");
     s
 }
 
@@ -114,6 +163,28 @@ mod tests {
             complete_body(&[(1, "\"a\"".into())]),
             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;a&quot;</ETag></Part></CompleteMultipartUpload>"
         );
+    }
+
+    #[test]
+    fn delete_objects_bodies_and_answers() {
+        assert_eq!(
+            delete_body(["a<b", "c&d"].into_iter()),
+            "<Delete><Quiet>true</Quiet><Object><Key>a&lt;b</Key></Object><Object><Key>c&amp;d</Key></Object></Delete>"
+        );
+        let answer = r#"<?xml version="1.0" encoding="UTF-8"?>
+<DeleteResult><Error><Key>k1</Key><Code>AccessDenied</Code><Message>no</Message></Error></DeleteResult>"#;
+        assert!(
+            !is_error_document(answer),
+            "errors inside a result are per key"
+        );
+        let r: DeleteResult = parse(answer).unwrap();
+        assert_eq!((r.error.len(), r.error[0].key.as_str()), (1, "k1"));
+        let none: DeleteResult = parse("<DeleteResult></DeleteResult>").unwrap();
+        assert!(none.error.is_empty());
+        assert!(is_error_document(
+            "<?xml version=\"1.0\"?>\n<Error><Code>InternalError</Code></Error>"
+        ));
+        assert!(is_error_document("<Error><Code>SlowDown</Code></Error>"));
     }
 
     proptest::proptest! {

@@ -14,6 +14,7 @@ mod http;
 use async_trait::async_trait;
 use bytes::Bytes;
 use errors::{Refused, map_error, range_not_satisfiable, whole_object};
+use futures::{FutureExt as _, StreamExt as _};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
 use object_store::list::{PaginatedListOptions, PaginatedListStore as _};
 use object_store::multipart::{MultipartStore as _, PartId};
@@ -25,7 +26,7 @@ use sluice_core::listing::ListPage;
 use sluice_core::multipart::MultipartApi;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
-    ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, Result, S3Store,
+    ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store,
     StoreConfig, Wire, WireFromConfig,
 };
 use std::collections::HashMap;
@@ -147,8 +148,15 @@ impl ObjectStoreWire {
     }
 }
 
-fn path(uri: &ObjectUri) -> Path {
-    Path::from(uri.key())
+/// The object_store path naming exactly `uri`'s key. `Path::from` would percent-encode
+/// characters object_store avoids (`<`, `%`, `~`, ...) into the key itself, addressing
+/// another object; `Path::parse` keeps the key as it is and refuses what a path cannot
+/// hold (an empty segment, `.`, `..`, a control character).
+fn path(uri: &ObjectUri) -> Result<Path> {
+    Path::parse(uri.key()).map_err(|e| Error::InvalidUri {
+        uri: uri.to_string(),
+        reason: format!("the objectstore backend cannot name this key ({e}); hyper and awssdk can"),
+    })
 }
 
 fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
@@ -176,7 +184,7 @@ impl GetAttempt for ObjectStoreWire {
             if_match: req.if_match.map(str::to_owned),
             ..Default::default()
         };
-        let res = match store.get_opts(&path(req.uri), opts.clone()).await {
+        let res = match store.get_opts(&path(req.uri)?, opts.clone()).await {
             // From byte 0, the whole object may be the answer: an empty object (S3 answers
             // `bytes=0-` with 416), or a 200 to a range, which object_store refuses and HTTP
             // allows (RFC 9110 §14.2; some gateways do it). Read it unranged, and let the
@@ -189,7 +197,7 @@ impl GetAttempt for ObjectStoreWire {
                     range: None,
                     ..opts
                 };
-                store.get_opts(&path(req.uri), whole).await
+                store.get_opts(&path(req.uri)?, whole).await
             }
             r => r,
         }
@@ -221,7 +229,7 @@ impl MultipartApi for ObjectStoreWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let m = self
             .store(uri.bucket())?
-            .head(&path(uri))
+            .head(&path(uri)?)
             .await
             .map_err(self.err(uri))?;
         Ok(meta(uri, m))
@@ -229,7 +237,7 @@ impl MultipartApi for ObjectStoreWire {
     async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
         let r = self
             .store(uri.bucket())?
-            .put(&path(uri), data.into())
+            .put(&path(uri)?, data.into())
             .await
             .map_err(self.err(uri))?;
         Ok(r.e_tag)
@@ -237,7 +245,7 @@ impl MultipartApi for ObjectStoreWire {
 
     async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
         self.store(uri.bucket())?
-            .create_multipart(&path(uri))
+            .create_multipart(&path(uri)?)
             .await
             .map_err(self.err(uri))
     }
@@ -252,7 +260,7 @@ impl MultipartApi for ObjectStoreWire {
         let id = upload_id.to_owned();
         let part = self
             .store(uri.bucket())?
-            .put_part(&path(uri), &id, part_number as usize - 1, data.into())
+            .put_part(&path(uri)?, &id, part_number as usize - 1, data.into())
             .await
             .map_err(self.err(uri))?;
         Ok(Some(part.content_id))
@@ -272,7 +280,7 @@ impl MultipartApi for ObjectStoreWire {
             .collect();
         let r = self
             .store(uri.bucket())?
-            .complete_multipart(&path(uri), &upload_id.to_owned(), parts)
+            .complete_multipart(&path(uri)?, &upload_id.to_owned(), parts)
             .await
             .map_err(self.err(uri))?;
         Ok(r.e_tag)
@@ -280,7 +288,7 @@ impl MultipartApi for ObjectStoreWire {
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         self.store(uri.bucket())?
-            .abort_multipart(&path(uri), &upload_id.to_owned())
+            .abort_multipart(&path(uri)?, &upload_id.to_owned())
             .await
             .map_err(self.err(uri))
     }
@@ -332,8 +340,80 @@ impl Wire for ObjectStoreWire {
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         self.store(uri.bucket())?
-            .delete(&path(uri))
+            .delete(&path(uri)?)
             .await
             .map_err(self.err(uri))
     }
+
+    /// object_store's `delete_stream` sends one DeleteObjects per 1,000 paths and yields
+    /// either one result per path (the request answered) or a single error (it did not).
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let Some(first) = uris.first() else {
+            return Ok(Vec::new());
+        };
+        let store = self.store(first.bucket())?;
+        let paths: Vec<object_store::Result<Path>> = uris
+            .iter()
+            .map(path)
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .map(Ok)
+            .collect();
+        let answer = store.delete_stream(futures::stream::iter(paths).boxed());
+        // object_store unwraps the position of each refused key among the keys it sent: an
+        // endpoint naming another key would panic it. That is the endpoint's fault, reported
+        // as a reply that cannot be trusted, not a crash of the caller.
+        let results: Vec<object_store::Result<Path>> =
+            match std::panic::AssertUnwindSafe(answer.collect::<Vec<_>>())
+                .catch_unwind()
+                .await
+            {
+                Ok(r) => r,
+                Err(_) => {
+                    return Err(Error::integrity(
+                        first.with_key("").to_string(),
+                        "the DeleteObjects answer names keys that were not asked for",
+                    ));
+                }
+            };
+        if results.len() != uris.len() {
+            let e = results.into_iter().find_map(|r| r.err());
+            return Err(match e {
+                Some(e) => self.err(first)(e),
+                None => Error::transport(first.to_string(), "DeleteObjects answered no result"),
+            });
+        }
+        Ok(uris
+            .iter()
+            .zip(results)
+            .filter_map(|(uri, r)| r.err().map(|e| key_refused(uri, &e)))
+            .collect())
+    }
+
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        if from.bucket() != to.bucket() {
+            // object_store's client is one bucket's: its CopyObject copies within it.
+            return Ok(None);
+        }
+        self.store(to.bucket())?
+            .copy(&path(from)?, &path(to)?)
+            .await
+            .map_err(self.err(to))?;
+        // object_store's copy returns no ETag.
+        Ok(Some(PutInfo {
+            etag: None,
+            parts: None,
+        }))
+    }
+}
+
+/// One key of a DeleteObjects answer that the server did not delete. object_store's error
+/// type for it is private; its text is `... failed for key K: MESSAGE (code: CODE)`.
+fn key_refused(uri: &ObjectUri, e: &object_store::Error) -> Error {
+    let text = sluice_core::error::error_chain(e);
+    let code = text
+        .rsplit_once("(code: ")
+        .and_then(|(_, c)| c.split_once(')'))
+        .map_or("DeleteFailed", |(c, _)| c);
+    sluice_core::wire::delete_refused(uri, code, &text)
 }

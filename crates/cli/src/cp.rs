@@ -1,11 +1,11 @@
 //! `sluice cp SRC DST`, after s5cmd and `aws s3 cp`: S3 to local, local to S3, S3 to S3
-//! (through this machine: read, then uploaded, not a server-side copy), `-` for stdin or
+//! (a server-side CopyObject up to 5 GiB, through this machine above), `-` for stdin or
 //! stdout, `--recursive` prefixes and directories, wildcards (`s3://b/train/*.npz`),
 //! `--include`/`--exclude`, `--no-clobber`, `--dry-run`, one JSON line per object with
 //! `--json`, and a progress bar on a terminal.
 //!
-//! Local paths are `file://` URIs of the same store (sluice's file backend), so every copy is
-//! one mechanism: ranged GETs of one version (pinned by ETag) streamed into a writer —
+//! Local paths are `file://` URIs of the same store (sluice's file backend), so every copy the
+//! store cannot make on its side is one mechanism: ranged GETs of one version (pinned by ETag) streamed into a writer —
 //! a multipart upload to S3, a temporary file renamed into place locally. Memory stays
 //! bounded per object in flight (a `CHUNK` read and the writer's parts in flight), whatever
 //! the object's size. Keys that would be unsafe as local file names, or lead through a
@@ -330,6 +330,11 @@ async fn copy_job(
         Some(n) => n,
         None => store.head(&job.src).await.map_err(fail)?.size,
     };
+    if size <= sluice_core::MAX_COPY_SIZE && store.copy(&job.src, to).await.map_err(fail)?.is_some()
+    {
+        bar.inc(size);
+        return Ok(Done::Copied(size));
+    }
     let mut writer = store.writer(to, parts).await.map_err(fail)?;
     let mut at = 0;
     let copied: sluice_core::Result<()> = async {

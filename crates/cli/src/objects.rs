@@ -7,6 +7,7 @@ use crate::rusage;
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
+use sluice_core::wire::MAX_DELETE_BATCH;
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
 use sluice_loader::{Dataset, Item, Loader, LoaderOptions, StatsSnapshot};
 use std::collections::HashMap;
@@ -356,8 +357,8 @@ pub struct RmArgs {
     /// Print what would be deleted, delete nothing
     #[arg(long)]
     dry_run: bool,
-    /// Deletes at once
-    #[arg(short, long, default_value_t = 16)]
+    /// DeleteObjects requests (of up to 1,000 objects each) at once
+    #[arg(short, long, default_value_t = 4)]
     jobs: usize,
     /// One JSON object per line per object
     #[arg(long)]
@@ -387,38 +388,40 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
     }
     let count = targets.len();
     let a = &a;
-    let failed = futures::stream::iter(targets)
-        .map(|uri| {
+    // DeleteObjects batches (1,000 keys each, `--jobs` of them at once); each object is
+    // reported as its batch answers.
+    let failed: usize = futures::stream::iter(targets.chunks(MAX_DELETE_BATCH))
+        .map(|batch| {
             let store = store.clone();
             async move {
-                let result = if a.dry_run {
-                    Ok(())
+                let outcome = if a.dry_run {
+                    Ok(Vec::new())
                 } else {
-                    store.delete(&uri).await
+                    store.delete_many(batch).await
                 };
-                let status = match (&result, a.dry_run) {
-                    (Err(_), _) => "failed",
-                    (Ok(()), true) => "would delete",
-                    (Ok(()), false) => "deleted",
-                };
-                if a.json {
-                    let error = result.as_ref().err().map(|e| e.to_string());
-                    println!(
-                        "{}",
-                        serde_json::json!({"uri": uri.to_string(), "status": status, "error": error})
-                    );
-                } else {
-                    match &result {
-                        Ok(()) => println!("{status} {uri}"),
-                        Err(e) => eprintln!("sluice: rm {uri}: {e}"),
+                let mut refused = match outcome {
+                    Ok(refused) => refused,
+                    Err(e) => {
+                        // The request failed as a whole: each of its objects may remain.
+                        let e = e.to_string();
+                        for uri in batch {
+                            report_rm(uri, Some(&e), a);
+                        }
+                        return batch.len();
                     }
+                };
+                let mut failed = 0;
+                for uri in batch {
+                    let at = refused.iter().position(|e| e.subject() == uri.to_string());
+                    let error = at.map(|i| refused.swap_remove(i).to_string());
+                    failed += usize::from(error.is_some());
+                    report_rm(uri, error.as_deref(), a);
                 }
-                result.is_err()
+                failed
             }
         })
         .buffer_unordered(a.jobs)
-        .filter(|failed| std::future::ready(*failed))
-        .count()
+        .fold(0, |n, f| std::future::ready(n + f))
         .await;
     if failed > 0 {
         return Err(Failure::Other(format!(
@@ -426,6 +429,25 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// One object's line of `rm`: deleted (or would be), or why not.
+fn report_rm(uri: &ObjectUri, error: Option<&str>, a: &RmArgs) {
+    let status = match (error, a.dry_run) {
+        (Some(_), _) => "failed",
+        (None, true) => "would delete",
+        (None, false) => "deleted",
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"uri": uri.to_string(), "status": status, "error": error})
+        );
+    } else if let Some(e) = error {
+        eprintln!("sluice: rm {uri}: {e}");
+    } else {
+        println!("{status} {uri}");
+    }
 }
 
 #[derive(Args, Debug)]

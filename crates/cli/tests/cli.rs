@@ -785,6 +785,30 @@ async fn cp_copies_both_ways_with_wildcards_filters_and_no_clobber() {
         );
     }
 
+    // S3 to S3 is copied by the server: no object's bytes come through (no GET).
+    let gets = s.faults().gets();
+    let copied = sluice(
+        &s,
+        &[
+            "cp",
+            "-r",
+            "--json",
+            "s3://sluice-test/cp/tree/",
+            "s3://sluice-test/cp/copy/",
+        ],
+    );
+    assert!(copied.status.success(), "{}", text(&copied));
+    assert_eq!(cp_json(&copied).len(), 4);
+    assert_eq!(s.faults().gets(), gets, "a server-side copy reads nothing");
+    for (name, _) in files {
+        let obj = s.storage().get(DEFAULT_BUCKET, &format!("cp/copy/{name}"));
+        assert_eq!(
+            obj.unwrap().data,
+            std::fs::read(src.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+
     // A wildcard with an exclusion; a dry run writes nothing.
     let only = dir.path().join("only");
     let args = [
@@ -899,11 +923,13 @@ async fn cp_pipes_stdin_and_stdout() {
     assert_eq!(many.status.code(), Some(2), "{}", text(&many));
 }
 
-/// `rm -r` deletes everything under a prefix (a dry run nothing), one JSON line each.
+/// `rm -r` deletes everything under a prefix (a dry run nothing), one JSON line each, in
+/// DeleteObjects requests of 1,000 keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rm_recursive_with_a_dry_run_first() {
     let s = server().await;
-    for i in 0..30 {
+    let n = 2_030;
+    for i in 0..n {
         s.insert(DEFAULT_BUCKET, &format!("gone/{i}"), vec![0u8; 10]);
     }
     s.insert(DEFAULT_BUCKET, "kept", vec![0u8; 10]);
@@ -912,7 +938,7 @@ async fn rm_recursive_with_a_dry_run_first() {
         &["rm", "-r", "--dry-run", "--json", "s3://sluice-test/gone/"],
     );
     assert!(dry.status.success(), "{}", text(&dry));
-    assert_eq!(cp_json(&dry).len(), 30);
+    assert_eq!(cp_json(&dry).len(), n);
     assert!(cp_json(&dry).iter().all(|l| l["status"] == "would delete"));
     let keys = || {
         let mut k = Vec::new();
@@ -924,10 +950,13 @@ async fn rm_recursive_with_a_dry_run_first() {
             .unwrap();
         k
     };
-    assert_eq!(keys().len(), 31, "a dry run deletes nothing");
+    assert_eq!(keys().len(), n + 1, "a dry run deletes nothing");
+    let before = s.faults().requests();
     let out = sluice(&s, &["rm", "-r", "s3://sluice-test/gone/"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(keys(), vec!["kept".to_string()]);
+    // 3 listing pages and 3 DeleteObjects, not one request per object.
+    assert_eq!(s.faults().requests() - before, 6);
 }
 
 /// Shell completions name the subcommands; `--no-sign-request` reads a public bucket with

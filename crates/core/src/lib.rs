@@ -34,7 +34,9 @@ pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume
 pub use retry::RetryPolicy;
 pub use segment::{Segment, SegmentError, SegmentedBuffer};
 pub use spread::{EndpointStats, Spread};
-pub use store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
+pub use store::{
+    GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, ObjectStore, PutInfo, PutPayload,
+};
 pub use upload::{ObjectWriter, WriteInfo, WriteOptions};
 pub use uri::{ObjectUri, Scheme};
 pub use wire::{S3Store, Wire, WireFromConfig};

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::listing::ListPage;
 use crate::multipart::MultipartApi;
 use crate::resume::{BodySink, GetAttempt, GetRequest};
-use crate::store::ObjectMeta;
+use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::Wire;
 use async_trait::async_trait;
@@ -433,6 +433,16 @@ impl<W: Wire> Wire for Redirects<W> {
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         follow!(self, uri.bucket(), |w| w.delete_once(uri))
+    }
+
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let bucket = uris.first().map_or("", |u| u.bucket());
+        follow!(self, bucket, |w| w.delete_batch_once(uris))
+    }
+
+    /// Sent to the destination's bucket, so followed as that bucket moved.
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        follow!(self, to.bucket(), |w| w.copy_once(from, to))
     }
 }
 

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::listing::ListPage;
 use crate::multipart::MultipartApi;
 use crate::resume::{BodySink, GetAttempt, GetRequest};
-use crate::store::ObjectMeta;
+use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
@@ -327,6 +327,14 @@ impl<W: Wire> Wire for Spread<W> {
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         self.attempt(0, |w| w.delete_once(uri)).await
+    }
+
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        self.attempt(0, |w| w.delete_batch_once(uris)).await
+    }
+
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        self.attempt(0, |w| w.copy_once(from, to)).await
     }
 }
 

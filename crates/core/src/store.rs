@@ -1,6 +1,6 @@
 //! The `ObjectStore` trait every backend implements.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::range::ByteRange;
 use crate::segment::Segment;
 use crate::upload::{ObjectWriter, WriteOptions};
@@ -102,6 +102,9 @@ impl From<&'static [u8]> for PutPayload {
     }
 }
 
+/// The largest object one S3 CopyObject copies (5 GiB); larger ones need a multipart copy.
+pub const MAX_COPY_SIZE: u64 = 5 << 30;
+
 /// What a whole-object upload (`ObjectStore::put`) wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutInfo {
@@ -178,6 +181,31 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Deletes the object. Deleting one that does not exist succeeds, as on S3.
     async fn delete(&self, uri: &ObjectUri) -> Result<()>;
+
+    /// Deletes every object of `uris`; S3 stores send them as DeleteObjects requests of up
+    /// to 1,000 keys. `Ok` holds the objects the store refused to delete, each with its
+    /// reason; `Err` is a request that failed as a whole (after retries), which ends the
+    /// call: objects after it may remain. This default deletes one object after another.
+    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let mut refused = Vec::new();
+        for uri in uris {
+            match self.delete(uri).await {
+                Ok(()) => {}
+                Err(e) if e.is_retryable() => return Err(e),
+                Err(e) => refused.push(e),
+            }
+        }
+        Ok(refused)
+    }
+
+    /// Makes `to` a copy of `from` inside the store, without the bytes passing through this
+    /// process (S3 CopyObject). One CopyObject copies at most `MAX_COPY_SIZE` bytes, which
+    /// callers check. `Ok(None)`: this store cannot copy on its side (a file system, two
+    /// stores); the caller copies through itself.
+    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        let _ = (from, to);
+        Ok(None)
+    }
 
     /// A streaming upload of `uri`: bytes are sent in parts as they are written, with
     /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.

@@ -111,6 +111,19 @@ impl ObjectUri {
         &self.key
     }
 
+    /// S3 CopyObject's `x-amz-copy-source` naming this object: `/bucket/key`, the key
+    /// percent-encoded as in a URL path (its `/` kept).
+    pub fn copy_source(&self) -> String {
+        use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+        const KEEP: &percent_encoding::AsciiSet = &NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'.')
+            .remove(b'_')
+            .remove(b'~')
+            .remove(b'/');
+        format!("/{}/{}", self.bucket, utf8_percent_encode(&self.key, KEEP))
+    }
+
     /// The same scheme and bucket with another key.
     pub fn with_key(&self, key: impl Into<String>) -> Self {
         Self {

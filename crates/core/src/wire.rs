@@ -8,7 +8,7 @@
 //! to ours) is the wire; what must not differ is here.
 
 use crate::config::StoreConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::listing::{ListPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter};
 use crate::redirect::Redirects;
@@ -54,6 +54,48 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
 
     /// One DeleteObject.
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()>;
+
+    /// One DeleteObjects request for `uris`, all in one bucket and at most
+    /// `MAX_DELETE_BATCH` of them (`S3Store` batches them so): the objects the server
+    /// answered it did not delete, each as an error (`delete_refused`).
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>>;
+
+    /// One CopyObject: the server makes `to` a copy of `from`. `Ok(None)`: this client
+    /// stack cannot ask for this copy (see `ObjectStore::copy`).
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>>;
+}
+
+/// The most keys one DeleteObjects request may name (S3's limit).
+pub const MAX_DELETE_BATCH: usize = 1000;
+
+/// The error for one key of a DeleteObjects answer that the server did not delete: its S3
+/// code and message (the answer has no status per key; one is inferred from the code so
+/// the error is the kind a DeleteObject refused the same way would be).
+pub fn delete_refused(uri: &ObjectUri, code: &str, message: &str) -> Error {
+    let status = match code {
+        "AccessDenied" | "AllAccessDisabled" => 403,
+        "NoSuchBucket" | "NoSuchKey" => 404,
+        "SlowDown" => 503,
+        "InternalError" => 500,
+        _ => 400,
+    };
+    Error::from_service(uri.to_string(), status, code, message, None)
+}
+
+/// `uris` cut into DeleteObjects batches: runs of one bucket, `MAX_DELETE_BATCH` at most.
+fn delete_batches(uris: &[ObjectUri]) -> Vec<&[ObjectUri]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    for i in 1..=uris.len() {
+        if i == uris.len()
+            || i - start == MAX_DELETE_BATCH
+            || uris[i].bucket() != uris[start].bucket()
+        {
+            batches.push(&uris[start..i]);
+            start = i;
+        }
+    }
+    batches
 }
 
 /// A backend whose wire is built from configuration alone, so `S3Store::new(cfg)` makes it.
@@ -263,6 +305,31 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         })
         .await
     }
+
+    /// Batches of one bucket, `MAX_DELETE_BATCH` keys each, one after another; a batch is
+    /// retried whole (deleting twice is harmless). Keys the server refused are not retried:
+    /// S3 refuses a key for a reason that holds (access, a lock), not for load.
+    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let mut refused = Vec::new();
+        for batch in delete_batches(uris) {
+            refused.extend(
+                retry(&self.cfg().retry, || async {
+                    let _permit = self.inner.permit().await;
+                    self.inner.wire.delete_batch_once(batch).await
+                })
+                .await?,
+            );
+        }
+        Ok(refused)
+    }
+
+    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        retry(&self.cfg().retry, || async {
+            let _permit = self.inner.permit().await;
+            self.inner.wire.copy_once(from, to).await
+        })
+        .await
+    }
 }
 
 /// The policy layer, case by case, over the in-memory wire (no sockets).
@@ -319,6 +386,57 @@ mod tests {
             s.wire().calls(Op::Delete),
             testing::config().retry.max_attempts
         );
+    }
+
+    #[tokio::test]
+    async fn delete_many_sends_batches_of_one_bucket_and_reports_refused_keys() {
+        let s = store();
+        let mem = s.wire().inner();
+        let mut uris: Vec<ObjectUri> = (0..2500).map(|i| uri(&format!("k{i:04}"))).collect();
+        for u in &uris {
+            mem.insert(u, data(3));
+        }
+        let other = ObjectUri::parse("s3://other/x").unwrap();
+        mem.insert(&other, data(3));
+        uris.push(other.clone());
+        mem.lock_key("k0007");
+        s.wire().fail(Op::DeleteBatch, 1, slow_down);
+
+        let refused = s.delete_many(&uris).await.unwrap();
+        // 1000 + 1000 + 500 of `bkt`, 1 of `other`; the first batch was sent twice.
+        assert_eq!(mem.delete_batches(), 4);
+        assert_eq!(s.wire().calls(Op::DeleteBatch), 5);
+        assert_eq!(refused.len(), 1);
+        assert!(
+            matches!(&refused[0], Error::PermissionDenied { uri, code, .. }
+                if uri == "s3://bkt/k0007" && code == "AccessDenied"),
+            "{:?}",
+            refused[0]
+        );
+        assert!(mem.object(&uri("k0007")).is_some());
+        assert!(mem.object(&uri("k0008")).is_none() && mem.object(&other).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_batch_failing_past_the_budget_ends_delete_many() {
+        let s = store();
+        s.wire().fail(Op::DeleteBatch, 100, slow_down);
+        let e = s.delete_many(&[uri("a"), uri("b")]).await.unwrap_err();
+        assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn copy_is_made_by_the_store_and_retried() {
+        let s = store();
+        let want = data(1000);
+        let etag = s.wire().inner().insert(&uri("src"), want.clone());
+        s.wire().fail(Op::Copy, 1, slow_down);
+        let info = s.copy(&uri("src"), &uri("dst")).await.unwrap().unwrap();
+        assert_eq!(info.etag.as_deref(), Some(etag.as_str()));
+        assert_eq!(s.wire().inner().object(&uri("dst")), Some(want));
+        assert_eq!(s.wire().calls(Op::Copy), 2);
+        let e = s.copy(&uri("nope"), &uri("dst2")).await.unwrap_err();
+        assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
     }
 
     #[tokio::test]

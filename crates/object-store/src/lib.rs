@@ -246,20 +246,39 @@ impl object_store::ObjectStore for SluiceObjectStore {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
+        // DeleteObjects batches: sluice's delete_many sends each chunk as one request.
         let this = self.clone();
         locations
-            .map(move |location| {
+            .try_chunks(sluice_core::wire::MAX_DELETE_BATCH)
+            .map(move |chunk| {
                 let this = this.clone();
                 async move {
-                    let location = location?;
-                    this.store
-                        .delete(&this.uri(&location)?)
+                    let paths = chunk.map_err(|e| e.1)?;
+                    let uris = paths
+                        .iter()
+                        .map(|p| this.uri(p))
+                        .collect::<object_store::Result<Vec<_>>>()?;
+                    let mut refused = this
+                        .store
+                        .delete_many(&uris)
                         .await
-                        .map_err(|e| error(&location, e))?;
-                    Ok(location)
+                        .map_err(|e| error(&paths[0], e))?;
+                    let results: Vec<object_store::Result<Path>> = uris
+                        .iter()
+                        .zip(paths)
+                        .map(|(uri, path)| {
+                            let uri = uri.to_string();
+                            match refused.iter().position(|e| e.subject() == uri) {
+                                Some(i) => Err(error(&path, refused.swap_remove(i))),
+                                None => Ok(path),
+                            }
+                        })
+                        .collect();
+                    Ok::<_, object_store::Error>(futures::stream::iter(results))
                 }
             })
-            .buffered(16)
+            .buffered(4)
+            .try_flatten()
             .boxed()
     }
 
@@ -328,9 +347,20 @@ impl object_store::ObjectStore for SluiceObjectStore {
         options: CopyOptions,
     ) -> object_store::Result<()> {
         // A missing source is NotFound whatever the mode, as object_store's stores answer.
-        let _ = self.meta(from).await?;
+        let size = self.meta(from).await?.size;
         if !matches!(options.mode, CopyMode::Overwrite) {
             return Err(not_implemented("copy_opts with CopyMode::Create"));
+        }
+        let (src, dst) = (self.uri(from)?, self.uri(to)?);
+        if size <= sluice_core::MAX_COPY_SIZE
+            && self
+                .store
+                .copy(&src, &dst)
+                .await
+                .map_err(|e| error(to, e))?
+                .is_some()
+        {
+            return Ok(());
         }
         let got = self
             .get_opts(from, GetOptions::default())

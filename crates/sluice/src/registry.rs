@@ -120,6 +120,23 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).delete(uri).await
     }
 
+    /// Each run of one scheme goes to its store (the S3 store batches its own).
+    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<sluice_core::Error>> {
+        let mut refused = Vec::new();
+        for run in uris.chunk_by(|a, b| a.scheme() == b.scheme()) {
+            refused.extend(self.pick(&run[0]).delete_many(run).await?);
+        }
+        Ok(refused)
+    }
+
+    /// Within one store only: between schemes the caller copies through itself.
+    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        if from.scheme() != to.scheme() {
+            return Ok(None);
+        }
+        self.pick(to).copy(from, to).await
+    }
+
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
         self.pick(uri).writer(uri, opts).await
     }

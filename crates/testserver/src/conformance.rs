@@ -461,6 +461,55 @@ pub async fn delete_removes(ctx: Ctx) {
         .expect("deleting a missing key succeeds, as on S3");
 }
 
+/// `delete_many` over more keys than one DeleteObjects takes: every object gone, none
+/// refused, in two requests (where the server can count them).
+pub async fn delete_many_in_batches(ctx: Ctx) {
+    let n = 1_001;
+    let keys: Vec<String> = (0..n).map(|i| format!("batch/{i:05} ü+&<x>")).collect();
+    ctx.seed_all(keys.clone(), Bytes::from_static(b"x")).await;
+    let uris: Vec<ObjectUri> = keys.iter().map(|k| ctx.uri(k)).collect();
+    let before = match &ctx.target {
+        Target::Local(s) => Some(s.faults().requests()),
+        Target::External { .. } => None,
+    };
+    let refused = within("delete_many", ctx.store.delete_many(&uris))
+        .await
+        .unwrap();
+    assert!(refused.is_empty(), "{refused:?}");
+    if let (Some(before), Target::Local(s)) = (before, &ctx.target) {
+        assert_eq!(
+            s.faults().requests() - before,
+            2,
+            "one request per 1,000 keys"
+        );
+    }
+    let left: Vec<ListEntry> = within(
+        "list after delete",
+        ctx.store.list(&ctx.uri("batch/"), true).try_collect(),
+    )
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "{} objects left", left.len());
+}
+
+/// `copy` makes the copy on the server: same bytes, key escaping, a missing source.
+pub async fn copy_on_the_server(ctx: Ctx) {
+    let data = ctx.seed("copy/src 1+ü.bin", 1 << 20).await;
+    let to = ctx.uri("copy/dst/a b&c.bin");
+    let info = within("copy", ctx.store.copy(&ctx.uri("copy/src 1+ü.bin"), &to))
+        .await
+        .unwrap();
+    assert!(info.is_some(), "an S3 store copies on its side");
+    assert_eq!(
+        within("get copy", ctx.store.get(&to, None)).await.unwrap(),
+        data
+    );
+    let err = within("copy missing", ctx.store.copy(&ctx.uri("copy/none"), &to))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
 pub async fn bad_credentials_are_permission_denied(ctx: Ctx) {
     ctx.seed("secret", 10).await;
     let mut cfg = ctx.config();
@@ -698,6 +747,7 @@ macro_rules! conformance_suite {
             $crate::conformance_suite!(@cases $scheme, $make;
                 round_trip_sizes, get_into_fixed_segment, ranged_reads, head_and_not_found,
                 listing_paginates_and_groups, multipart_put, delete_removes,
+                delete_many_in_batches, copy_on_the_server,
                 bad_credentials_are_permission_denied, recovers_from_reset_mid_body,
                 recovers_from_truncated_body, recovers_from_slowdown_burst,
                 slowdown_beyond_budget_is_a_specific_error, recovers_from_stalled_body,
@@ -713,6 +763,7 @@ macro_rules! conformance_suite {
             $crate::conformance_suite!(@external_cases $spread, $make;
                 round_trip_sizes, get_into_fixed_segment, ranged_reads, head_and_not_found,
                 listing_paginates_and_groups, multipart_put, delete_removes,
+                delete_many_in_batches, copy_on_the_server,
                 bad_credentials_are_permission_denied, unreachable_endpoint_fails_fast);
         }
     };

@@ -297,6 +297,35 @@ impl S3 for MemoryS3 {
         Ok(S3Response::new(DeleteObjectOutput::default()))
     }
 
+    /// CopyObject within the server (any bucket to any bucket), as S3 answers it.
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        let CopySource::Bucket { bucket, key, .. } = &i.copy_source else {
+            return Err(s3_error!(NotImplemented, "copies from access points"));
+        };
+        let src = self
+            .storage
+            .get(bucket, key)
+            .map_err(|m| missing(m, bucket, key))?;
+        let copy = StoredObject::with_etag(src.data, src.etag);
+        let out = CopyObjectResult {
+            e_tag: Some(etag(&copy.etag)),
+            last_modified: Some(copy.last_modified.into()),
+            ..Default::default()
+        };
+        self.storage
+            .put(&i.bucket, &i.key, copy)
+            .map_err(|m| missing(m, &i.bucket, &i.key))?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(out),
+            ..Default::default()
+        }))
+    }
+
     /// Bulk delete (object_store and the AWS CLI use it for single deletes too).
     async fn delete_objects(
         &self,

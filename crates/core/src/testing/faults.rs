@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::listing::ListPage;
 use crate::multipart::MultipartApi;
 use crate::resume::{BodySink, GetAttempt, GetRequest};
-use crate::store::ObjectMeta;
+use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::Wire;
 use async_trait::async_trait;
@@ -34,6 +34,10 @@ pub enum Op {
     AbortUpload,
     /// `delete_once`.
     Delete,
+    /// `delete_batch_once` (the script's error names the batch's first object).
+    DeleteBatch,
+    /// `copy_once` (the script's error names the destination).
+    Copy,
 }
 
 /// A 503 SlowDown, as S3 answers a burst.
@@ -192,5 +196,17 @@ impl<W: Wire> Wire for Faulty<W> {
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
         self.call(Op::Delete, uri)?;
         self.inner.delete_once(uri).await
+    }
+
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<crate::Error>> {
+        if let Some(first) = uris.first() {
+            self.call(Op::DeleteBatch, first)?;
+        }
+        self.inner.delete_batch_once(uris).await
+    }
+
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        self.call(Op::Copy, to)?;
+        self.inner.copy_once(from, to).await
     }
 }

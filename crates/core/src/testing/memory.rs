@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::listing::ListPage;
 use crate::multipart::{MultipartApi, multipart_etag};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
-use crate::store::{ListEntry, ObjectMeta};
+use crate::store::{ListEntry, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
@@ -36,6 +36,10 @@ struct State {
     next_upload: u64,
     /// Bodies still to cut short: (bytes sent before the cut, how many more GETs).
     cut: Option<(u64, u32)>,
+    /// Keys a DeleteObjects refuses (`AccessDenied`).
+    locked: BTreeSet<String>,
+    /// DeleteObjects requests answered.
+    delete_batches: u32,
 }
 
 /// A `Wire` over objects in memory. Listing pages hold `page_size` entries; each GET waits
@@ -124,6 +128,16 @@ impl MemoryWire {
             },
         );
         etag
+    }
+
+    /// DeleteObjects refuses `key` from now on, as S3 refuses a key under a legal hold.
+    pub fn lock_key(&self, key: &str) {
+        self.state().locked.insert(key.to_owned());
+    }
+
+    /// How many DeleteObjects requests were answered.
+    pub fn delete_batches(&self) -> u32 {
+        self.state().delete_batches
     }
 
     /// The object's bytes, if it exists.
@@ -395,5 +409,39 @@ impl Wire for MemoryWire {
             .objects
             .remove(&(uri.bucket().to_owned(), uri.key().to_owned()));
         Ok(())
+    }
+
+    /// Keys in `locked` are refused with `AccessDenied`, as S3 refuses one key of a batch.
+    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let mut st = self.state();
+        st.delete_batches += 1;
+        let mut refused = Vec::new();
+        for uri in uris {
+            if st.locked.contains(uri.key()) {
+                refused.push(crate::wire::delete_refused(uri, "AccessDenied", "locked"));
+            } else {
+                st.objects
+                    .remove(&(uri.bucket().to_owned(), uri.key().to_owned()));
+            }
+        }
+        Ok(refused)
+    }
+
+    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        let mut st = self.state();
+        let key = |u: &ObjectUri| (u.bucket().to_owned(), u.key().to_owned());
+        let Some(src) = st.objects.get(&key(from)) else {
+            return Err(not_found(from));
+        };
+        let copy = Stored {
+            data: src.data.clone(),
+            etag: src.etag.clone(),
+        };
+        let etag = copy.etag.clone();
+        st.objects.insert(key(to), copy);
+        Ok(Some(PutInfo {
+            etag: Some(etag),
+            parts: None,
+        }))
     }
 }
