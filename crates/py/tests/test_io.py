@@ -8,7 +8,7 @@ import pytest
 import sluice
 from sluice.testing import pattern
 
-SIZES = [0, 1, (5 << 20) - 1, 5 << 20, (5 << 20) + 1]
+SIZES = [0, 1, (5 << 20) - 1, 5 << 20, (5 << 20) + 1, 100 << 20]
 
 
 def uri(server, prefix, name):
@@ -129,6 +129,47 @@ def test_the_default_client_and_numpy_load(server, prefix):
         np.save(f, arr)
     with sluice.open(u, "rb") as f:
         assert np.array_equal(np.load(f), arr)
+
+
+def test_pil_opens_an_image_object(server, client, prefix):
+    Image = pytest.importorskip("PIL.Image")
+    u = uri(server, prefix, "img.png")
+    img = Image.new("RGB", (640, 480))
+    img.putdata([(x % 256, y % 256, (x * y) % 256) for y in range(480) for x in range(640)])
+    with sluice.open(u, "wb", client=client) as f:
+        img.save(f, format="PNG")
+    with sluice.open(u, "rb", client=client) as f:
+        back = Image.open(f)
+        back.load()
+    assert back.size == (640, 480) and back.tobytes() == img.tobytes()
+
+
+def test_h5py_reads_datasets_from_an_object(server, client, prefix):
+    h5py = pytest.importorskip("h5py")
+    np = pytest.importorskip("numpy")
+    u = uri(server, prefix, "data.h5")
+    arr = np.arange(3_000_000, dtype=np.int64).reshape(3000, 1000)
+    local = io.BytesIO()
+    with h5py.File(local, "w") as h:
+        h.create_dataset("x", data=arr, chunks=(100, 1000))
+        h.attrs["name"] = "unet"
+    client.put(u, local.getvalue())
+    # h5py seeks to the superblock, the B-tree and the chunks it needs: ranged reads.
+    with sluice.open(u, "rb", client=client) as f, h5py.File(f, "r") as h:
+        assert h.attrs["name"] == "unet"
+        assert np.array_equal(h["x"][1234], arr[1234])
+        assert np.array_equal(h["x"][:], arr)
+
+
+def test_pyarrow_reads_a_parquet_object(server, client, prefix):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    u = uri(server, prefix, "t.parquet")
+    table = pa.table({"a": list(range(200_000)), "b": [str(i) for i in range(200_000)]})
+    with sluice.open(u, "wb", client=client) as f:
+        pq.write_table(table, f, row_group_size=50_000)
+    with sluice.open(u, "rb", client=client) as f:
+        assert pq.read_table(f, columns=["b"]).column("b") == table.column("b")
 
 
 def test_torch_save_and_load_round_trip(server, client, prefix):
