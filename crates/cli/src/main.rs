@@ -7,6 +7,7 @@ mod outdir;
 mod output;
 mod rusage;
 mod serve;
+mod stream;
 
 use clap::{Args, Parser, Subcommand};
 use output::Failure;

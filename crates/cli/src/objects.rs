@@ -4,12 +4,13 @@ use crate::StoreArgs;
 use crate::outdir::{self, Target};
 use crate::output::{Failure, cpu_s_per_gb, mb_per_s, progress};
 use crate::rusage;
+use crate::stream;
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::wire::MAX_DELETE_BATCH;
 use sluice_core::{ListEntry, ObjectStore, ObjectUri};
-use sluice_loader::{Dataset, Item, Loader, LoaderOptions, StatsSnapshot};
+use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,11 +84,12 @@ pub struct GetArgs {
     /// Object URIs, or prefixes (ending in `/`) to read everything under
     #[arg(required = true)]
     uris: Vec<String>,
-    /// Objects in flight (the loader's prefetch)
+    /// GETs in flight (ranges of large objects, small objects whole)
     #[arg(short = 'j', long, default_value_t = 16)]
     jobs: usize,
-    /// Bytes of objects in flight (being read, or read and not yet written or checked); "off":
-    /// only -j bounds them. Objects named without a listing are sized by HEAD
+    /// Bytes in flight: fewer GETs than -j when -j ranges would not fit; "off": only -j
+    /// bounds them. No object is ever whole in memory: ranges are counted, checked or written
+    /// at their offset as they arrive
     // The loader's DEFAULT_MEMORY_BUDGET (measured there); a test keeps the two equal.
     #[arg(long, default_value = "256MiB", value_parser = parse_budget)]
     memory_budget: u64,
@@ -104,7 +106,7 @@ pub struct GetArgs {
     /// Check every byte against sluice's deterministic pattern (objects from `serve --populate`)
     #[arg(long)]
     verify: bool,
-    /// Read everything this many times (buffers are reused from the second pass on)
+    /// Read everything this many times (the same buffers each time)
     #[arg(long, default_value_t = 1)]
     epochs: u32,
     /// Print JSON instead of text
@@ -204,67 +206,91 @@ fn plan_output(
 pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let store = a.store.open().await?;
     let (dataset, paths) = expand(store.as_ref(), &a.uris).await?;
-    let (dataset, files, mut refused) = match &a.out {
+    let (dataset, files, refused) = match &a.out {
         Some(dir) => plan_output(&dataset, &paths, dir),
         None => (dataset, HashMap::new(), 0),
     };
-    let known: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
-    let budget = (a.memory_budget > 0).then_some(a.memory_budget);
-    let pb = progress((known * u64::from(a.epochs)).max(1), true, a.json);
+    let mut objects = sized(store.as_ref(), &dataset, a.jobs).await?;
+    for o in &mut objects {
+        o.file = files.get(&o.uri).cloned();
+    }
+    // GETs in flight: -j, and no more ranges than the memory budget holds.
+    let budget_jobs = match a.memory_budget {
+        0 => usize::MAX,
+        b => usize::try_from(b / a.chunk_size.max(1))
+            .unwrap_or(usize::MAX)
+            .max(1),
+    };
+    let plan = stream::Plan {
+        jobs: a.jobs.min(budget_jobs),
+        range_threshold: a.range_threshold,
+        chunk_size: a.chunk_size,
+        verify: a.verify,
+    };
+    let total: u64 = objects.iter().map(|o| o.size).sum();
+    let pb = progress((total * u64::from(a.epochs)).max(1), true, a.json);
+    // Buffers of one pass serve the next: nothing is page-faulted in twice.
+    let pool = BufferPool::new(plan.jobs, usize::MAX);
     let mut epochs = Vec::new();
-    for epoch in 0..a.epochs.max(1) {
-        let opts = LoaderOptions {
-            prefetch: a.jobs,
-            range_threshold: a.range_threshold,
-            chunk_size: a.chunk_size,
-            epoch: u64::from(epoch),
-            memory_budget: budget,
-            ..Default::default()
-        };
+    let mut not_written = refused;
+    for _ in 0..a.epochs.max(1) {
         let cpu0 = rusage::this_process();
-        let mut loader = Loader::new(store.clone(), &dataset, opts)?;
-        while let Some(obj) = loader.next().await {
-            let obj = obj?;
-            if a.verify
-                && let Err(at) = sluice_testdata::pattern::verify(obj.uri.key(), 0, &obj.data)
-            {
-                return Err(sluice_core::Error::integrity(
-                    obj.uri.to_string(),
-                    format!("wrong byte at offset {at}"),
-                )
-                .into());
-            }
-            if let (Some(dir), Some(segments)) = (&a.out, files.get(&obj.uri)) {
-                let (dir, segments, data) = (dir.clone(), segments.clone(), obj.data.clone());
-                let written =
-                    tokio::task::spawn_blocking(move || outdir::write(&dir, &segments, &data))
-                        .await
-                        .unwrap_or_else(|e| Err(format!("the writing task failed: {e}")));
-                // One object that cannot be written (a symlink on its way, a full disk) is
-                // reported; the others are still written.
-                if let Err(why) = written {
-                    eprintln!("sluice: {}: not written: {why}", obj.uri);
-                    refused += 1;
-                }
-            }
-            pb.inc(obj.data.len() as u64);
+        let pass =
+            stream::pass(&store, &objects, plan, a.out.as_ref(), &pool, |n| pb.inc(n)).await?;
+        for (uri, why) in &pass.refused {
+            // One object that cannot be written (a symlink on its way, a full disk) is
+            // reported; the others are still written.
+            eprintln!("sluice: {uri}: not written: {why}");
         }
-        let s = loader.stats();
+        not_written += pass.refused.len();
         let cpu = cpu0
             .zip(rusage::this_process())
-            .map(|(a, b)| cpu_s_per_gb(b - a, s.bytes));
-        epochs.push((s, cpu));
+            .map(|(a, b)| cpu_s_per_gb(b - a, pass.stats.bytes));
+        epochs.push((pass.stats, cpu));
     }
     pb.finish_and_clear();
     report_epochs(&epochs, store.backend(), a.json);
     report_endpoints(&store.endpoint_stats(), a.json);
     // Never exit 0 having written fewer objects than were listed.
-    if refused > 0 {
+    if not_written > 0 {
         return Err(Failure::Usage(format!(
-            "{refused} object(s) not written (see above)"
+            "{not_written} object(s) not written (see above)"
         )));
     }
     Ok(())
+}
+
+/// The objects with their sizes and versions: as listed, or from a HEAD each (`jobs` at
+/// once) for objects named without a listing. Every range of an object is then pinned to
+/// the version its size came from.
+async fn sized(
+    store: &dyn ObjectStore,
+    dataset: &Dataset,
+    jobs: usize,
+) -> Result<Vec<stream::Object>, Failure> {
+    let heads = futures::stream::iter(dataset.items())
+        .map(|item| async move {
+            let (size, etag) = match item.size {
+                Some(size) => (size, item.etag.clone()),
+                None => match store.head(&item.uri).await {
+                    Ok(m) => (m.size, m.etag),
+                    // A HEAD answer has no body to carry S3's error code (NoSuchBucket,
+                    // AccessDenied): a GET of the first byte does.
+                    Err(e) => {
+                        let first = sluice_core::ByteRange::new(0, 1)?;
+                        return Err(store.get(&item.uri, Some(first)).await.err().unwrap_or(e));
+                    }
+                },
+            };
+            Ok::<_, sluice_core::Error>(stream::Object {
+                uri: item.uri.clone(),
+                size,
+                etag,
+                file: None,
+            })
+        })
+        .buffered(jobs.max(1));
+    Ok(heads.try_collect().await?)
 }
 
 fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: bool) {

@@ -4,7 +4,6 @@
 //! to a temporary name beside it, then renamed over the target, never written through it).
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -78,29 +77,80 @@ fn walk_dirs(dir: &Path, segments: &[String], create: bool) -> Result<PathBuf, S
 
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Writes `data` to `segments` under `dir`, creating directories on the way and refusing
-/// any that is a symlink (or not a directory). Returns the final path.
+/// Writes `data` to `segments` under `dir` (see `OutFile`). Returns the final path.
+#[cfg(test)]
 pub fn write(dir: &Path, segments: &[String], data: &[u8]) -> Result<PathBuf, String> {
-    let name = segments.last().ok_or("an empty path")?;
-    fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let at = walk_dirs(dir, segments, true)?;
-    let path = at.join(name);
-    let temp = at.join(format!(
-        ".{name}.sluice-{}-{}",
-        std::process::id(),
-        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = OpenOptions::new()
-        .write(true)
-        .create_new(true) // never through an existing file or symlink
-        .open(&temp)
-        .and_then(|mut f| f.write_all(data).and_then(|()| f.sync_data()))
-        .and_then(|()| fs::rename(&temp, &path)); // replaces a symlink, never follows it
-    if let Err(e) = written {
-        let _ = fs::remove_file(&temp);
-        return Err(format!("writing {}: {e}", path.display()));
+    let file = OutFile::create(dir, segments, data.len() as u64)?;
+    file.write_at(data, 0)?;
+    file.publish()
+}
+
+/// A file being written under `dir`: created under a temporary name beside its target
+/// (directories made on the way, none of them a symlink), written at any offsets, and
+/// renamed over the target by `publish`. Dropped unpublished, the temporary file is removed.
+#[derive(Debug)]
+pub struct OutFile {
+    file: fs::File,
+    temp: PathBuf,
+    path: PathBuf,
+    published: bool,
+}
+
+impl OutFile {
+    /// The temporary file of `size` bytes for `segments` under `dir`.
+    pub fn create(dir: &Path, segments: &[String], size: u64) -> Result<Self, String> {
+        let name = segments.last().ok_or("an empty path")?;
+        fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let at = walk_dirs(dir, segments, true)?;
+        let path = at.join(name);
+        let temp = at.join(format!(
+            ".{name}.sluice-{}-{}",
+            std::process::id(),
+            TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true) // never through an existing file or symlink
+            .open(&temp)
+            .map_err(|e| format!("creating {}: {e}", temp.display()))?;
+        let out = Self {
+            file,
+            temp,
+            path,
+            published: false,
+        };
+        out.file
+            .set_len(size)
+            .map_err(|e| format!("sizing {}: {e}", out.temp.display()))?;
+        Ok(out)
     }
-    Ok(path)
+
+    /// Writes `data` at byte `at` (`pwrite`: ranges may arrive in any order).
+    pub fn write_at(&self, data: &[u8], at: u64) -> Result<(), String> {
+        use std::os::unix::fs::FileExt;
+        self.file
+            .write_all_at(data, at)
+            .map_err(|e| format!("writing {}: {e}", self.path.display()))
+    }
+
+    /// Flushes the file and renames it over its target (which replaces a symlink there,
+    /// never follows it).
+    pub fn publish(mut self) -> Result<PathBuf, String> {
+        self.file
+            .sync_data()
+            .and_then(|()| fs::rename(&self.temp, &self.path))
+            .map_err(|e| format!("writing {}: {e}", self.path.display()))?;
+        self.published = true;
+        Ok(self.path.clone())
+    }
+}
+
+impl Drop for OutFile {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = fs::remove_file(&self.temp);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -221,6 +221,79 @@ async fn get_out_refuses_keys_that_leave_the_directory() {
     assert!(!dir.path().join("escape").exists() && !outside.join("x").exists());
 }
 
+/// `get -o` streams: ranges written at their offsets, arriving in any order, make each file
+/// whole; a file that cannot be published is named and leaves no temporary file; a
+/// corrupted range is found at its offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_streams_ranges_into_files_at_their_offsets() {
+    let s = server().await;
+    let sizes = [
+        ("big", (5 << 20) + 3),
+        ("one", 1 << 20),
+        ("empty", 0),
+        ("blocked", 3 << 20),
+    ];
+    for (name, len) in sizes {
+        let key = format!("st/{name}");
+        s.insert(
+            DEFAULT_BUCKET,
+            &key,
+            sluice_testdata::pattern::generate(&key, len),
+        );
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::create_dir_all(dir.path().join("blocked/in-the-way")).unwrap();
+    let args = [
+        "get",
+        "--verify",
+        "--chunk-size",
+        "1MiB",
+        "--range-threshold",
+        "1MiB",
+        "-j",
+        "5",
+    ];
+    let g = sluice(
+        &s,
+        &[
+            &args[..],
+            &["s3://sluice-test/st/", "-o", dir.path().to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let t = text(&g);
+    assert_eq!(g.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("s3://sluice-test/st/blocked") && t.contains("1 object(s) not written"),
+        "{t}"
+    );
+    for (name, len) in &sizes[..3] {
+        let key = format!("st/{name}");
+        let got = std::fs::read(dir.path().join(name)).unwrap();
+        assert!(
+            got == sluice_testdata::pattern::generate(&key, *len),
+            "{name}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".sluice-"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+
+    let mut bad = sluice_testdata::pattern::generate("st/big", (5 << 20) + 3);
+    bad[(4 << 20) + 17] ^= 1;
+    s.insert(DEFAULT_BUCKET, "st/big", bad);
+    let g = sluice(&s, &[&args[..], &["s3://sluice-test/st/big"]].concat());
+    assert_eq!(g.status.code(), Some(1), "{}", text(&g));
+    assert!(
+        text(&g).contains(&format!("offset {}", (4 << 20) + 17)),
+        "{}",
+        text(&g)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_verifies_pattern_objects() {
     let s = server().await;

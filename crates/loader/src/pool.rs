@@ -143,7 +143,7 @@ impl BufferPool {
     }
 
     /// A buffer taken and never delivered, back for reuse.
-    pub(crate) fn give_back(&self, buf: BytesMut) {
+    pub fn give_back(&self, buf: BytesMut) {
         self.returned(0, Some(buf));
     }
 

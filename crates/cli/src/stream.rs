@@ -1,0 +1,311 @@
+//! `sluice get` as a stream of ranged GETs: no object is ever whole in memory. Each object
+//! is cut into `chunk_size` ranges (one GET below the range threshold) of the version
+//! listed or HEADed (pinned by ETag); ranges land in a few reused buffers, are counted
+//! (and with `--verify` checked against the pattern at their offset), and with `-o` are
+//! written at their offset into the object's temporary file (`pwrite`), which is renamed
+//! into place when its last range is in. Memory is `GETs in flight × chunk size`, touched
+//! once per process: a first pass costs no more page faults than a second.
+
+use crate::outdir::OutFile;
+use bytes::BytesMut;
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+use sluice_core::{ByteRange, GetOptions, ObjectStore, ObjectUri, Segment};
+use sluice_loader::{BufferPool, StatsSnapshot};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One object to read: its version, size, and where it goes.
+#[derive(Debug)]
+pub struct Object {
+    pub uri: ObjectUri,
+    pub size: u64,
+    pub etag: Option<String>,
+    /// Path segments under `-o DIR`, when the object is written.
+    pub file: Option<Vec<String>>,
+}
+
+/// How the stream is cut and bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// GETs in flight.
+    pub jobs: usize,
+    /// Objects at least this large are read in ranges...
+    pub range_threshold: u64,
+    /// ...of this many bytes.
+    pub chunk_size: u64,
+    /// Check every byte against the deterministic pattern.
+    pub verify: bool,
+}
+
+/// What one pass did; `refused` names objects that were read but could not be written.
+pub struct Pass {
+    pub stats: StatsSnapshot,
+    pub refused: Vec<(ObjectUri, String)>,
+}
+
+/// An object's progress within a pass: its file, once opened, and the ranges still out.
+struct Open {
+    file: Mutex<Option<Result<Arc<OutFile>, String>>>,
+    left: AtomicU64,
+    started: Mutex<Option<Instant>>,
+}
+
+/// One pass over `objects`; `done(bytes)` after each range (the progress bar).
+pub async fn pass(
+    store: &Arc<dyn ObjectStore>,
+    objects: &[Object],
+    plan: Plan,
+    out: Option<&PathBuf>,
+    pool: &Arc<BufferPool>,
+    done: impl Fn(u64),
+) -> sluice_core::Result<Pass> {
+    let started = Instant::now();
+    // Lazily: a size no store could hold (a hostile listing's) must not become a list.
+    let ranges = objects
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| cut(o.size, plan).map(move |r| (i, r)));
+    let open: Vec<Open> = objects
+        .iter()
+        .map(|o| Open {
+            file: Mutex::new(None),
+            left: AtomicU64::new(cut(o.size, plan).count),
+            started: Mutex::new(None),
+        })
+        .collect();
+    let (mut requests, mut attempts, mut bytes, mut finished) = (0u64, 0u64, 0u64, 0u64);
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds");
+    let mut refused = Vec::new();
+    let mut reads = futures::stream::iter(ranges)
+        .map(|(i, range)| read_range(store, &objects[i], &open[i], i, range, plan, out, pool))
+        .buffer_unordered(plan.jobs.max(1));
+    while let Some(r) = reads.next().await {
+        let r = r?;
+        requests += 1;
+        attempts += u64::from(r.attempts);
+        bytes += r.len;
+        done(r.len);
+        if let Some(why) = r.refused {
+            refused.push((objects[r.object].uri.clone(), why));
+        }
+        if let Some(took) = r.finished {
+            finished += 1;
+            latency.saturating_record(u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1));
+        }
+    }
+    let elapsed = started.elapsed();
+    let q = |q: f64| {
+        Duration::from_micros(if latency.is_empty() {
+            0
+        } else {
+            latency.value_at_quantile(q)
+        })
+    };
+    Ok(Pass {
+        stats: StatsSnapshot {
+            objects: finished,
+            bytes,
+            elapsed,
+            mb_per_s: bytes as f64 / 1e6 / elapsed.as_secs_f64().max(1e-9),
+            requests,
+            retries: attempts.saturating_sub(requests),
+            errors: 0,
+            latency_p50: q(0.5),
+            latency_p99: q(0.99),
+            batch_gap_p50: Duration::ZERO,
+            batch_gap_max: Duration::ZERO,
+        },
+        refused,
+    })
+}
+
+/// The ranges one object is read in: one (the whole object, an empty one included) below
+/// the threshold, else `chunk_size` each.
+struct Cut {
+    size: u64,
+    step: u64,
+    count: u64,
+    next: u64,
+}
+
+fn cut(size: u64, plan: Plan) -> Cut {
+    let step = if size >= plan.range_threshold {
+        plan.chunk_size.max(1)
+    } else {
+        size.max(1)
+    };
+    Cut {
+        size,
+        step,
+        count: size.div_ceil(step).max(1),
+        next: 0,
+    }
+}
+
+/// A piece of an object: (offset, length).
+impl Iterator for Cut {
+    type Item = (u64, u64);
+    fn next(&mut self) -> Option<(u64, u64)> {
+        if self.next >= self.count {
+            return None;
+        }
+        let at = self.next * self.step;
+        self.next += 1;
+        Some((at, self.step.min(self.size - at)))
+    }
+}
+
+/// What one range read did.
+struct RangeDone {
+    object: usize,
+    len: u64,
+    attempts: u32,
+    /// The object's last range: how long the object took, from its first range's start.
+    finished: Option<Duration>,
+    /// The object could not be written (the others go on).
+    refused: Option<String>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_range(
+    store: &Arc<dyn ObjectStore>,
+    obj: &Object,
+    open: &Open,
+    index: usize,
+    (at, len): (u64, u64),
+    plan: Plan,
+    out: Option<&PathBuf>,
+    pool: &Arc<BufferPool>,
+) -> sluice_core::Result<RangeDone> {
+    let first = *open
+        .started
+        .lock()
+        .unwrap()
+        .get_or_insert_with(Instant::now);
+    let buf = pool.try_take(to_usize(len)).ok_or_else(|| {
+        sluice_core::Error::integrity(obj.uri.to_string(), "no memory for a range")
+    })?;
+    let mut seg = Segment::from_buffer(buf, to_usize(len));
+    // An object read in one piece is asked for whole (an answer with only part of it is
+    // then refused by core); every answer must agree with the size it was listed with.
+    let opts = GetOptions {
+        range: if len == obj.size {
+            None
+        } else {
+            Some(ByteRange::new(at, at + len)?)
+        },
+        if_match: obj.etag.clone(),
+    };
+    let got = store
+        .get_into_with(&obj.uri, &opts, &mut seg)
+        .await
+        .and_then(|info| match info.object_size {
+            Some(n) if n != obj.size => Err(sluice_core::Error::integrity(
+                obj.uri.to_string(),
+                format!("the object is {n} bytes, listed as {}", obj.size),
+            )),
+            _ => Ok(info),
+        });
+    let info = match got {
+        Ok(info) => info,
+        Err(e) => {
+            pool.give_back(seg.into_buffer());
+            return Err(e);
+        }
+    };
+    if plan.verify
+        && let Err(at) = sluice_testdata::pattern::verify(obj.uri.key(), at, seg.as_slice())
+    {
+        pool.give_back(seg.into_buffer());
+        return Err(sluice_core::Error::integrity(
+            obj.uri.to_string(),
+            format!("wrong byte at offset {at}"),
+        ));
+    }
+    let buf = seg.into_buffer();
+    let (buf, mut refused) = match (out, &obj.file) {
+        (Some(dir), Some(segments)) => write_range(open, dir, segments, obj.size, at, buf).await,
+        _ => (buf, None),
+    };
+    pool.give_back(buf);
+    let last = open.left.fetch_sub(1, Ordering::AcqRel) == 1;
+    let taken = if last {
+        open.file.lock().unwrap().take()
+    } else {
+        None
+    };
+    if let Some(Ok(file)) = taken {
+        // Every other range has written and let go of the file.
+        let published = match Arc::try_unwrap(file) {
+            Ok(file) => tokio::task::spawn_blocking(move || file.publish())
+                .await
+                .unwrap_or_else(|e| Err(format!("the writing task failed: {e}"))),
+            Err(_) => Err("a range still holds the file".into()),
+        };
+        if let Err(why) = published {
+            refused.get_or_insert(why);
+        }
+    }
+    Ok(RangeDone {
+        object: index,
+        len,
+        attempts: info.attempts,
+        finished: last.then(|| first.elapsed()),
+        refused,
+    })
+}
+
+/// Writes `buf` at `at` into the object's temporary file (opened by its first range to
+/// arrive); the buffer comes back whatever happens. An object whose file cannot be opened
+/// or written is refused once, by the range that found out.
+async fn write_range(
+    open: &Open,
+    dir: &std::path::Path,
+    segments: &[String],
+    size: u64,
+    at: u64,
+    buf: BytesMut,
+) -> (BytesMut, Option<String>) {
+    let file = {
+        let mut slot = open.file.lock().unwrap();
+        if slot.is_none() {
+            let created = OutFile::create(dir, segments, size).map(Arc::new);
+            let failed = created.as_ref().err().cloned();
+            *slot = Some(created);
+            if failed.is_some() {
+                return (buf, failed);
+            }
+        }
+        match slot.as_ref() {
+            Some(Ok(f)) => f.clone(),
+            _ => return (buf, None), // refused already, by the range that found out
+        }
+    };
+    let (buf, written) = tokio::task::spawn_blocking(move || {
+        let r = file.write_at(&buf, at);
+        (buf, r)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        (
+            BytesMut::new(),
+            Err(format!("the writing task failed: {e}")),
+        )
+    });
+    match written {
+        Ok(()) => (buf, None),
+        Err(why) => {
+            // Later ranges of this object skip writing; its file is never published.
+            *open.file.lock().unwrap() = Some(Err(why.clone()));
+            (buf, Some(why))
+        }
+    }
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
