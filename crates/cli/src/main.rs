@@ -16,6 +16,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// Pool buffers may live in a shared-memory arena that outlives the process
+/// (`SLUICE_SHM_POOL`): `sluice bench` workers and `sluice get` reuse what an earlier one left.
+#[global_allocator]
+static ALLOC: sluice_loader::shm::PoolAlloc = sluice_loader::shm::PoolAlloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "sluice",

@@ -22,7 +22,13 @@ mod hugepages;
 pub mod loader;
 mod many;
 pub mod pool;
+pub mod shm;
 pub mod stats;
+
+/// The tests run under the allocator the binaries install, so that `shm`'s are real.
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: shm::PoolAlloc = shm::PoolAlloc;
 
 pub use dataset::{Dataset, Item, Sharding};
 pub use loader::{DEFAULT_MEMORY_BUDGET, Loader, LoaderOptions, Object, OnError, Order};

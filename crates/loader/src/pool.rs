@@ -131,7 +131,9 @@ impl BufferPool {
         // BytesMut cannot report a failed allocation (it aborts): ask a Vec first.
         // Unmapped memory costs nothing, so the probe is an mmap/munmap pair.
         Vec::<u8>::new().try_reserve_exact(len).ok()?;
-        let buf = BytesMut::with_capacity(len);
+        // From the shared-memory arena when one is configured (`shm`): pages an earlier
+        // process already faulted in.
+        let buf = crate::shm::pool_alloc(|| BytesMut::with_capacity(len));
         crate::hugepages::advise(&buf);
         Some(buf)
     }

@@ -16,6 +16,11 @@ mod writer;
 
 use pyo3::prelude::*;
 
+/// Pool buffers may live in a shared-memory arena that outlives the process
+/// (`SLUICE_SHM_POOL`); every other allocation is the system allocator's.
+#[global_allocator]
+static ALLOC: sluice_loader::shm::PoolAlloc = sluice_loader::shm::PoolAlloc;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::install()?;

@@ -6,6 +6,11 @@ process and in every process it starts.
     sluice-dlio [DLIO ARGS...]                  # = python -m sluice.compat.alias -m dlio_benchmark.main
     sluice-dlio --make-bin-dir DIR              # writes DIR/dlio_benchmark for mlpstorage --dlio-bin-path DIR
 
+Each process the alias starts (each MPI rank) also gets a shared-memory buffer pool for the
+DataLoader workers it starts epoch after epoch (``SLUICE_SHM_POOL``, see the README): a
+directory ``/dev/shm/sluice-pool-UID-PID`` removed when the process exits. Set
+``SLUICE_SHM_POOL=off`` to go without, or to a directory of your own to manage it yourself.
+
 How: a shim package named ``s3dlio`` (``sluice/compat/_shim``) is put first on ``sys.path``
 and first in ``PYTHONPATH``, which every child interpreter inherits (multiprocessing's spawn
 and forkserver, ``subprocess``, mpirun's ranks when the alias starts them). Nothing named
@@ -14,13 +19,15 @@ s3dlio is installed; without the alias, ``import s3dlio`` finds what it found be
 
 from __future__ import annotations
 
+import atexit
 import os
 import runpy
 import shlex
+import shutil
 import stat
 import sys
 
-__all__ = ["SHIM_DIR", "install", "main", "make_bin_dir", "dlio_main"]
+__all__ = ["SHIM_DIR", "install", "main", "make_bin_dir", "dlio_main", "shared_memory_pool"]
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shim")
 
@@ -36,11 +43,49 @@ def install() -> None:
     import s3dlio  # type: ignore[import-not-found]  # noqa: F401  (the shim: registers sluice.compat.s3dlio under the name)
 
 
+SHM_ROOT = "/dev/shm"
+
+
+def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
+    """Points ``SLUICE_SHM_POOL`` at a directory of this process's own under ``root`` (unless
+    it is set already), removed at exit, after removing those of processes that are gone
+    (killed before their exit ran). The directory's path, or None when it was not made."""
+    if os.environ.get("SLUICE_SHM_POOL") or not os.access(root, os.W_OK):
+        return None
+    head = f"sluice-pool-{os.getuid()}-"
+    for name in os.listdir(root):
+        pid = name[len(head):]
+        if name.startswith(head) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    path = os.path.join(root, f"{head}{os.getpid()}")
+    os.environ["SLUICE_SHM_POOL"] = path
+    owner = os.getpid()
+
+    def remove() -> None:
+        # Forked children inherit atexit handlers: only the process that made it removes it.
+        if os.getpid() == owner:
+            shutil.rmtree(path, ignore_errors=True)
+
+    atexit.register(remove)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def main(argv: list) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         raise SystemExit(0 if argv else 2)
     install()
+    shared_memory_pool()
     if argv[0] == "-m":
         if len(argv) < 2:
             raise SystemExit("usage: python -m sluice.compat.alias -m MODULE [ARGS...]")

@@ -1,0 +1,102 @@
+"""``SLUICE_SHM_POOL``: the buffer pool's memory in a shared-memory file that the next
+process (the next epoch's DataLoader worker) reuses. Real processes, one after another and
+at once, every byte checked."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from sluice.compat import alias
+
+READER = r"""
+import json, sys
+import sluice
+from sluice.testing import pattern
+uris = sys.argv[1:]
+loader = sluice.Loader(sluice.Dataset.from_uris(uris), prefetch=4)
+held = []
+for obj in loader:
+    assert bytes(obj) == pattern(obj.uri.split("/", 3)[3], len(obj)), obj.uri
+    held.append(obj)  # all alive at once, as a consumer holding batches
+status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+print(json.dumps({"shmem_kb": int(status["RssShmem"].split()[0]), "objects": len(held)}))
+"""
+
+SIZE = 6 << 20
+
+
+def shm_root():
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+
+
+def read(uris, pool, env=None):
+    e = {**os.environ, "SLUICE_SHM_POOL": pool, **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-c", READER, *uris], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def result(p):
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.skipif(shm_root() is None, reason="no writable /dev/shm")
+def test_a_new_process_reuses_the_pages_an_earlier_one_left(server, prefix):
+    uris = server.fill(prefix, 5, SIZE)
+    with tempfile.TemporaryDirectory(dir=shm_root()) as d:
+        pool = os.path.join(d, "pool")
+        first = result(read(uris, pool))
+        assert first["objects"] == 5
+        # The objects held lived in the shared file, not in fresh private memory.
+        assert first["shmem_kb"] * 1024 >= 5 * SIZE, first
+        slot = os.path.join(pool, "slot-0")
+        size = os.path.getsize(slot)
+        assert size >= 5 * SIZE
+        # The next process claims the same slot and needs no more of it.
+        second = result(read(uris, pool))
+        assert second["shmem_kb"] * 1024 >= 5 * SIZE, second
+        assert os.path.getsize(slot) == size
+        assert sorted(os.listdir(pool)) == ["slot-0"]
+        # Two at once: each its own slot, neither sees the other's bytes (checked in each).
+        both = [read(uris, pool), read(uris, pool)]
+        assert all(result(p)["objects"] == 5 for p in both)
+        assert sorted(os.listdir(pool)) == ["slot-0", "slot-1"]
+
+
+@pytest.mark.skipif(shm_root() is None, reason="no writable /dev/shm")
+def test_a_full_or_unusable_pool_falls_back_to_private_memory(server, prefix):
+    uris = server.fill(prefix, 3, SIZE)
+    with tempfile.TemporaryDirectory(dir=shm_root()) as d:
+        # Room for one buffer: the others come from private memory, all bytes still right.
+        small = result(read(uris, os.path.join(d, "small"), {"SLUICE_SHM_POOL_SIZE": "8MiB"}))
+        assert small["objects"] == 3 and small["shmem_kb"] * 1024 < 3 * SIZE
+        # A path that cannot be a directory: the pool is off, the read is not.
+        blocker = os.path.join(d, "file")
+        open(blocker, "w").close()
+        off = result(read(uris, os.path.join(blocker, "pool")))
+        assert off["objects"] == 3 and off["shmem_kb"] * 1024 < SIZE
+
+
+def test_the_alias_makes_a_pool_per_process_and_removes_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLUICE_SHM_POOL", raising=False)
+    stale = tmp_path / f"sluice-pool-{os.getuid()}-999999999"
+    stale.mkdir()
+    code = (
+        "import os, sys; from sluice.compat import alias; "
+        f"p = alias.shared_memory_pool({str(tmp_path)!r}); "
+        "os.makedirs(p); print(p, os.environ['SLUICE_SHM_POOL'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    made, env = out.stdout.split()
+    assert made == env and os.path.basename(made).startswith(f"sluice-pool-{os.getuid()}-")
+    assert not os.path.exists(made), "removed when its process exited"
+    assert not stale.exists(), "a dead process's pool is swept"
+    # A pool chosen by the user is left to the user.
+    monkeypatch.setenv("SLUICE_SHM_POOL", str(tmp_path / "mine"))
+    assert alias.shared_memory_pool(str(tmp_path)) is None
