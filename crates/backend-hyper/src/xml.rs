@@ -103,7 +103,16 @@ pub fn delete_body<'a>(keys: impl Iterator<Item = &'a str>) -> String {
     let mut s = String::from("<Delete><Quiet>true</Quiet>");
     for k in keys {
         s.push_str("<Object><Key>");
-        s.push_str(&quick_xml::escape::escape(k));
+        // Also as character references: a parser turns a literal CR, LF or tab into other
+        // whitespace, which would name another key.
+        for c in quick_xml::escape::escape(k).chars() {
+            match c {
+                '\r' => s.push_str("&#13;"),
+                '\n' => s.push_str("&#10;"),
+                '\t' => s.push_str("&#9;"),
+                c => s.push(c),
+            }
+        }
         s.push_str("</Key></Object>");
     }
     s.push_str("</Delete>");
@@ -168,8 +177,8 @@ mod tests {
     #[test]
     fn delete_objects_bodies_and_answers() {
         assert_eq!(
-            delete_body(["a<b", "c&d"].into_iter()),
-            "<Delete><Quiet>true</Quiet><Object><Key>a&lt;b</Key></Object><Object><Key>c&amp;d</Key></Object></Delete>"
+            delete_body(["a<b", "c&d\r\n\t"].into_iter()),
+            "<Delete><Quiet>true</Quiet><Object><Key>a&lt;b</Key></Object><Object><Key>c&amp;d&#13;&#10;&#9;</Key></Object></Delete>"
         );
         let answer = r#"<?xml version="1.0" encoding="UTF-8"?>
 <DeleteResult><Error><Key>k1</Key><Code>AccessDenied</Code><Message>no</Message></Error></DeleteResult>"#;

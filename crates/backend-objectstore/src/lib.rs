@@ -150,13 +150,21 @@ impl ObjectStoreWire {
 
 /// The object_store path naming exactly `uri`'s key. `Path::from` would percent-encode
 /// characters object_store avoids (`<`, `%`, `~`, ...) into the key itself, addressing
-/// another object; `Path::parse` keeps the key as it is and refuses what a path cannot
-/// hold (an empty segment, `.`, `..`, a control character).
+/// another object; `Path::parse` keeps them, but drops a leading or trailing `/` (a
+/// "directory marker" `a/` would become the object `a`) and refuses an empty segment, `.`,
+/// `..` or a control character: such keys are refused here, by name.
 fn path(uri: &ObjectUri) -> Result<Path> {
-    Path::parse(uri.key()).map_err(|e| Error::InvalidUri {
+    let refuse = |why: String| Error::InvalidUri {
         uri: uri.to_string(),
-        reason: format!("the objectstore backend cannot name this key ({e}); hyper and awssdk can"),
-    })
+        reason: format!(
+            "the objectstore backend cannot name this key ({why}); hyper and awssdk can"
+        ),
+    };
+    let p = Path::parse(uri.key()).map_err(|e| refuse(e.to_string()))?;
+    if p.as_ref() != uri.key() {
+        return Err(refuse(format!("object_store reads it as {:?}", p.as_ref())));
+    }
+    Ok(p)
 }
 
 fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
@@ -352,13 +360,20 @@ impl Wire for ObjectStoreWire {
             return Ok(Vec::new());
         };
         let store = self.store(first.bucket())?;
-        let paths: Vec<object_store::Result<Path>> = uris
-            .iter()
-            .map(path)
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .map(Ok)
-            .collect();
+        // A key no object_store path can name is refused alone; the others are sent.
+        let mut refused = Vec::new();
+        let mut sent = Vec::new();
+        for uri in uris {
+            match path(uri) {
+                Ok(p) => sent.push((uri, p)),
+                Err(e) => refused.push(e),
+            }
+        }
+        if sent.is_empty() {
+            return Ok(refused);
+        }
+        let paths: Vec<object_store::Result<Path>> =
+            sent.iter().map(|(_, p)| Ok(p.clone())).collect();
         let answer = store.delete_stream(futures::stream::iter(paths).boxed());
         // object_store unwraps the position of each refused key among the keys it sent: an
         // endpoint naming another key would panic it. That is the endpoint's fault, reported
@@ -376,18 +391,25 @@ impl Wire for ObjectStoreWire {
                     ));
                 }
             };
-        if results.len() != uris.len() {
+        // One result per key sent, each a key's refusal, when the request was answered;
+        // otherwise (or for an error that is not a key's) the request failed as a whole.
+        if results.len() != sent.len()
+            || results
+                .iter()
+                .any(|r| r.as_ref().is_err_and(|e| !is_key_refusal(e)))
+        {
             let e = results.into_iter().find_map(|r| r.err());
             return Err(match e {
                 Some(e) => self.err(first)(e),
                 None => Error::transport(first.to_string(), "DeleteObjects answered no result"),
             });
         }
-        Ok(uris
-            .iter()
-            .zip(results)
-            .filter_map(|(uri, r)| r.err().map(|e| key_refused(uri, &e)))
-            .collect())
+        refused.extend(
+            sent.iter()
+                .zip(results)
+                .filter_map(|((uri, _), r)| r.err().map(|e| key_refused(uri, &e))),
+        );
+        Ok(refused)
     }
 
     async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
@@ -407,8 +429,15 @@ impl Wire for ObjectStoreWire {
     }
 }
 
-/// One key of a DeleteObjects answer that the server did not delete. object_store's error
-/// type for it is private; its text is `... failed for key K: MESSAGE (code: CODE)`.
+/// object_store's error type for one key of a DeleteObjects answer is private; its text is
+/// `DeleteObjects request failed for key K: MESSAGE (code: CODE)`.
+const KEY_REFUSAL: &str = "DeleteObjects request failed for key";
+
+fn is_key_refusal(e: &object_store::Error) -> bool {
+    sluice_core::error::error_chain(e).contains(KEY_REFUSAL)
+}
+
+/// One key of a DeleteObjects answer that the server did not delete.
 fn key_refused(uri: &ObjectUri, e: &object_store::Error) -> Error {
     let text = sluice_core::error::error_chain(e);
     let code = text

@@ -330,10 +330,20 @@ async fn copy_job(
         Some(n) => n,
         None => store.head(&job.src).await.map_err(fail)?.size,
     };
-    if size <= sluice_core::MAX_COPY_SIZE && store.copy(&job.src, to).await.map_err(fail)?.is_some()
-    {
-        bar.inc(size);
-        return Ok(Done::Copied(size));
+    if size <= sluice_core::MAX_COPY_SIZE {
+        match store.copy(&job.src, to).await {
+            Ok(Some(_)) => {
+                bar.inc(size);
+                return Ok(Done::Copied(size));
+            }
+            Ok(None) => {}
+            // A store without CopyObject, or one that refuses this copy (onto itself, say):
+            // copied through this machine instead.
+            Err(Error::Service { status, code, .. })
+                if status == 501
+                    || matches!(code.as_str(), "NotImplemented" | "InvalidRequest") => {}
+            Err(e) => return Err(fail(e)),
+        }
     }
     let mut writer = store.writer(to, parts).await.map_err(fail)?;
     let mut at = 0;

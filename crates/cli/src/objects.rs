@@ -214,12 +214,23 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     for o in &mut objects {
         o.file = files.get(&o.uri).cloned();
     }
-    // GETs in flight: -j, and no more ranges than the memory budget holds.
+    // GETs in flight: -j, and no more of the largest piece (a range, or an object below
+    // the range threshold, read whole) than the memory budget holds.
+    let piece = objects
+        .iter()
+        .map(|o| {
+            if o.size >= a.range_threshold {
+                a.chunk_size
+            } else {
+                o.size
+            }
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let budget_jobs = match a.memory_budget {
         0 => usize::MAX,
-        b => usize::try_from(b / a.chunk_size.max(1))
-            .unwrap_or(usize::MAX)
-            .max(1),
+        b => usize::try_from(b / piece).unwrap_or(usize::MAX).max(1),
     };
     let plan = stream::Plan {
         jobs: a.jobs.min(budget_jobs),
@@ -227,12 +238,21 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         chunk_size: a.chunk_size,
         verify: a.verify,
     };
-    let total: u64 = objects.iter().map(|o| o.size).sum();
-    let pb = progress((total * u64::from(a.epochs)).max(1), true, a.json);
+    // Saturating: a hostile listing's sizes must not overflow the progress bar.
+    let total = objects.iter().fold(0u64, |t, o| t.saturating_add(o.size));
+    let pb = progress(
+        total.saturating_mul(u64::from(a.epochs)).max(1),
+        true,
+        a.json,
+    );
     // Buffers of one pass serve the next: nothing is page-faulted in twice.
-    let pool = BufferPool::new(plan.jobs, usize::MAX);
+    let idle_cap = match a.memory_budget {
+        0 => usize::MAX,
+        b => usize::try_from(b).unwrap_or(usize::MAX),
+    };
+    let pool = BufferPool::new(plan.jobs, idle_cap);
     let mut epochs = Vec::new();
-    let mut not_written = refused;
+    let mut not_written = std::collections::HashSet::new();
     for _ in 0..a.epochs.max(1) {
         let cpu0 = rusage::this_process();
         let pass =
@@ -242,7 +262,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
             // reported; the others are still written.
             eprintln!("sluice: {uri}: not written: {why}");
         }
-        not_written += pass.refused.len();
+        not_written.extend(pass.refused.into_iter().map(|(uri, _)| uri));
         let cpu = cpu0
             .zip(rusage::this_process())
             .map(|(a, b)| cpu_s_per_gb(b - a, pass.stats.bytes));
@@ -252,6 +272,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     report_epochs(&epochs, store.backend(), a.json);
     report_endpoints(&store.endpoint_stats(), a.json);
     // Never exit 0 having written fewer objects than were listed.
+    let not_written = refused + not_written.len();
     if not_written > 0 {
         return Err(Failure::Usage(format!(
             "{not_written} object(s) not written (see above)"
@@ -443,7 +464,11 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
                     failed += usize::from(error.is_some());
                     report_rm(uri, error.as_deref(), a);
                 }
-                failed
+                // A refusal naming no key of the batch: something was not deleted.
+                for e in &refused {
+                    eprintln!("sluice: rm: {e}");
+                }
+                failed + refused.len()
             }
         })
         .buffer_unordered(a.jobs)

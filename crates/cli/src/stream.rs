@@ -3,8 +3,10 @@
 //! listed or HEADed (pinned by ETag); ranges land in a few reused buffers, are counted
 //! (and with `--verify` checked against the pattern at their offset), and with `-o` are
 //! written at their offset into the object's temporary file (`pwrite`), which is renamed
-//! into place when its last range is in. Memory is `GETs in flight × chunk size`, touched
-//! once per process: a first pass costs no more page faults than a second.
+//! into place when its last range is in. Memory is `GETs in flight × the largest piece` (a
+//! range, or an object below the threshold), touched once per process: a first pass costs
+//! no more page faults than a second. No object at or above the range threshold is ever
+//! whole in memory.
 
 use crate::outdir::OutFile;
 use bytes::BytesMut;
@@ -210,6 +212,18 @@ async fn read_range(
             )),
             _ => Ok(info),
         });
+    let got = got.and_then(|info| {
+        // Core checks every answer's length; this keeps a short one out of a file whatever
+        // a store's client did.
+        if seg.is_complete() {
+            Ok(info)
+        } else {
+            Err(sluice_core::Error::integrity(
+                obj.uri.to_string(),
+                format!("{} of {len} bytes at {at} arrived", seg.written()),
+            ))
+        }
+    });
     let info = match got {
         Ok(info) => info,
         Err(e) => {
@@ -299,9 +313,12 @@ async fn write_range(
     match written {
         Ok(()) => (buf, None),
         Err(why) => {
-            // Later ranges of this object skip writing; its file is never published.
-            *open.file.lock().unwrap() = Some(Err(why.clone()));
-            (buf, Some(why))
+            // Later ranges of this object skip writing; its file is never published. Only
+            // the range that found out reports it (others in flight may fail the same way).
+            let mut slot = open.file.lock().unwrap();
+            let first = matches!(*slot, Some(Ok(_)));
+            *slot = Some(Err(why.clone()));
+            (buf, first.then_some(why))
         }
     }
 }

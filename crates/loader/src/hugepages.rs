@@ -12,11 +12,22 @@ use bytes::BytesMut;
 /// Below this a buffer spans too few huge pages to matter.
 const MIN_LEN: usize = 4 << 20;
 
+/// `SLUICE_HUGEPAGES=0|off` turns the advice off.
+fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        !matches!(
+            std::env::var("SLUICE_HUGEPAGES").as_deref(),
+            Ok("0" | "off" | "false")
+        )
+    })
+}
+
 pub fn advise(buf: &BytesMut) {
     #[cfg(target_os = "linux")]
     {
         let cap = buf.capacity();
-        if cap < MIN_LEN {
+        if cap < MIN_LEN || !enabled() {
             return;
         }
         // madvise needs a page-aligned start; advise the aligned interior of the allocation.

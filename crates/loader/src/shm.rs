@@ -21,10 +21,13 @@
 //! arena only while the pool asks for a buffer (`pool_alloc`), and hands memory back to the
 //! arena it came from; everything else goes to the system allocator.
 //!
-//! A process that forks keeps its arena to itself: the child claims another slot and never
-//! allocates from or frees into the parent's. (Objects read before the fork still share
-//! their pages with the parent, which may reuse them: a forked child should not keep reading
-//! objects its parent loaded. DataLoader workers load their own.)
+//! A process that forks keeps its arena to itself: the mapping is not inherited
+//! (`MADV_DONTFORK`), the child claims another slot, and never allocates from or frees into
+//! the parent's. Objects the parent read from its arena cannot be read in a forked child (a
+//! fault, never bytes the parent has since reused); DataLoader workers load their own.
+//!
+//! A slot keeps the most it ever held (its file never shrinks, and the pages stay after the
+//! process ends): that is the point, and the reason for the size cap.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -36,6 +39,8 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
 /// Arena memory is handed out in runs of this many bytes (aligned to it).
 const CHUNK: usize = 2 << 20;
+/// The alignment arena memory is guaranteed (mmap's).
+const PAGE: usize = 4096;
 /// Smaller allocations are not worth a run of chunks.
 const MIN_LEN: usize = 4 << 20;
 /// The most an arena may be: the bitmap's size.
@@ -140,9 +145,15 @@ fn arena_alloc(i: usize, size: usize) -> Option<*mut u8> {
     let first = st.first_fit(n)?;
     let end = (first + n) * CHUNK;
     if end > st.file_len {
-        // SAFETY: ftruncate on the arena's own descriptor; growing a file never touches
-        // memory. Pages beyond the file's end must not be handed out (SIGBUS).
-        if unsafe { libc::ftruncate(st.fd, end as libc::off_t) } != 0 {
+        // The file grows with its pages reserved: a tmpfs page first written after the
+        // filesystem filled up would be a SIGBUS, a failed fallocate is only "no room"
+        // (private memory then). Pages beyond the file's end are never handed out.
+        let (from, len) = (
+            st.file_len as libc::off_t,
+            (end - st.file_len) as libc::off_t,
+        );
+        // SAFETY: fallocate on the arena's own descriptor touches no memory.
+        if unsafe { libc::fallocate(st.fd, 0, from, len) } != 0 {
             return None;
         }
         st.file_len = end;
@@ -159,7 +170,8 @@ fn arena_free(i: usize, ptr: *mut u8, size: usize) {
 
 /// Arena memory for a pool buffer's allocation, when this process has an arena with room.
 fn from_arena(layout: Layout) -> Option<*mut u8> {
-    if layout.size() < MIN_LEN || layout.align() > CHUNK || !IN_POOL.with(Cell::get) {
+    // Runs start at multiples of CHUNK from a page-aligned mapping: page alignment at most.
+    if layout.size() < MIN_LEN || layout.align() > PAGE || !IN_POOL.with(Cell::get) {
         return None;
     }
     own_arena().and_then(|i| arena_alloc(i, layout.size()))
@@ -223,13 +235,18 @@ unsafe impl GlobalAlloc for PoolAlloc {
 /// Runs `f` (the pool allocating a buffer) so that a large allocation in it may come from
 /// this process's arena, setting the arena up first if `SLUICE_SHM_POOL` asks for one.
 pub fn pool_alloc<T>(f: impl FnOnce() -> T) -> T {
+    /// Restores the flag however `f` ends (a panic included).
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_POOL.with(|c| c.set(self.0));
+        }
+    }
     if own_arena().is_none() && DISABLED.load(Ordering::Relaxed) == 0 {
         set_up_from_env();
     }
-    IN_POOL.with(|c| c.set(true));
-    let out = f();
-    IN_POOL.with(|c| c.set(false));
-    out
+    let _restore = Restore(IN_POOL.with(|c| c.replace(true)));
+    f()
 }
 
 fn set_up_from_env() {
@@ -274,8 +291,14 @@ fn parse_size(s: &str) -> Option<usize> {
 /// pages an earlier holder left are pre-faulted. A process that already has an arena
 /// keeps it.
 pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let _setup = SETUP.lock().unwrap_or_else(|p| p.into_inner());
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    // Not waited for: a fork while another thread set up would leave it locked in the
+    // child forever. Whoever holds it is making this process's arena.
+    let _setup = match SETUP.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+    };
     if own_arena().is_some() {
         return Ok(());
     }
@@ -292,15 +315,34 @@ pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
+    // Object bytes live here: only a directory of our own that nobody else can enter.
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} must be a directory of this user's, closed to others (mode 700)",
+            dir.display()
+        )));
+    }
     for n in 0..MAX_FILES {
         let path = dir.join(format!("slot-{n}"));
-        let file = std::fs::OpenOptions::new()
+        let Ok(file) = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .mode(0o600)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&path)?;
+            .open(&path)
+        else {
+            continue; // a symlink, a directory, another user's file: not a slot
+        };
+        if file
+            .metadata()
+            .map_or(true, |m| m.uid() != me || !m.is_file())
+        {
+            continue;
+        }
         // SAFETY: flock on a descriptor we own; a slot held by another process is skipped.
         if unsafe {
             libc::flock(
@@ -311,9 +353,11 @@ pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
         {
             continue;
         }
-        let file_len = usize::try_from(file.metadata()?.len())
+        let mut file_len = usize::try_from(file.metadata()?.len())
             .unwrap_or(usize::MAX)
-            .min(size);
+            .min(size)
+            / CHUNK
+            * CHUNK;
         // The lock lives as long as the process: the descriptor is never closed.
         let fd = file.into_raw_fd();
         // SAFETY: a fresh shared mapping of our own file; pages past the file's end are
@@ -334,11 +378,23 @@ pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
             unsafe { libc::close(fd) };
             return Err(e);
         }
-        if file_len > 0 {
-            // One call maps what an earlier holder left, instead of a fault per 4 KiB page
-            // (failure only means faults later).
-            // SAFETY: within the mapping and the file.
-            unsafe { libc::madvise(base, file_len, libc::MADV_POPULATE_WRITE) };
+        // SAFETY: fallocate and ftruncate on our own descriptor. The pages an earlier
+        // holder left are reserved (a hole it left, written after tmpfs filled up, would be
+        // a SIGBUS); if they cannot all be, the slot starts empty.
+        if file_len > 0 && unsafe { libc::fallocate(fd, 0, 0, file_len as libc::off_t) } != 0 {
+            // SAFETY: as above, our own descriptor.
+            unsafe { libc::ftruncate(fd, 0) };
+            file_len = 0;
+        }
+        // SAFETY: advice on our own mapping. Not inherited by a fork: a child must never
+        // see the pages its parent reuses (it faults instead of reading wrong bytes); then
+        // one call maps what an earlier holder left, instead of a fault per 4 KiB page
+        // (failure only means faults later).
+        unsafe {
+            libc::madvise(base, size, libc::MADV_DONTFORK);
+            if file_len > 0 {
+                libc::madvise(base, file_len, libc::MADV_POPULATE_WRITE);
+            }
         }
         {
             let mut st = STATE[index].lock().unwrap_or_else(|p| p.into_inner());
@@ -357,6 +413,11 @@ pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
         "all {MAX_FILES} slots of {} are held",
         dir.display()
     )))
+}
+
+/// Whether `ptr` lies in an arena this process knows of.
+pub fn in_arena(ptr: *const u8) -> bool {
+    arena_of(ptr.cast_mut()).is_some()
 }
 
 /// Bytes of this process's arena in use, and its file's length (0, 0 without one).
@@ -383,37 +444,6 @@ mod tests {
         assert_eq!(c.first_fit(7), None);
         c.set(3, 1, false);
         assert_eq!(c.first_fit(8), Some(2));
-    }
-
-    /// Pool buffers come from the arena, go back to it when dropped, and the file keeps the
-    /// pages for the next holder of the slot.
-    #[test]
-    fn pool_buffers_live_in_the_arena_and_return_to_it() {
-        let dir = tempfile::tempdir_in("/dev/shm")
-            .or_else(|_| tempfile::tempdir())
-            .unwrap();
-        set_up(dir.path(), 64 << 20).unwrap();
-        let pool = crate::BufferPool::new(0, 0); // keeps nothing idle: drops free at once
-        let mut buf = pool.take(10 << 20);
-        buf.extend_from_slice(&vec![7u8; 10 << 20]);
-        assert!(
-            arena_of(buf.as_mut_ptr()).is_some(),
-            "a pool buffer in the arena"
-        );
-        let (used, file_len) = usage();
-        assert!(used >= 10 << 20 && file_len >= used, "{used} {file_len}");
-        // Another allocation of the same size outside the pool is the system's.
-        let mut plain = vec![0u8; 10 << 20];
-        assert!(arena_of(plain.as_mut_ptr()).is_none());
-        drop(buf);
-        assert!(usage().0 < used, "freed into the arena");
-        assert_eq!(
-            std::fs::metadata(dir.path().join("slot-0")).unwrap().len() as usize,
-            file_len
-        );
-        // Larger than the arena: the system's memory, not an error.
-        let mut big = pool.take(100 << 20);
-        assert!(arena_of(big.as_mut_ptr()).is_none());
     }
 
     #[test]

@@ -85,12 +85,12 @@ def test_a_full_or_unusable_pool_falls_back_to_private_memory(server, prefix):
 
 def test_the_alias_makes_a_pool_per_process_and_removes_it(tmp_path, monkeypatch):
     monkeypatch.delenv("SLUICE_SHM_POOL", raising=False)
-    stale = tmp_path / f"sluice-pool-{os.getuid()}-999999999"
+    stale = tmp_path / f"sluice-pool-{os.getuid()}-999999999-abc"
     stale.mkdir()
     code = (
         "import os, sys; from sluice.compat import alias; "
         f"p = alias.shared_memory_pool({str(tmp_path)!r}); "
-        "os.makedirs(p); print(p, os.environ['SLUICE_SHM_POOL'])"
+        "assert os.stat(p).st_mode & 0o777 == 0o700; print(p, os.environ['SLUICE_SHM_POOL'])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     made, env = out.stdout.split()

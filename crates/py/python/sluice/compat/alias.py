@@ -8,7 +8,8 @@ process and in every process it starts.
 
 Each process the alias starts (each MPI rank) also gets a shared-memory buffer pool for the
 DataLoader workers it starts epoch after epoch (``SLUICE_SHM_POOL``, see the README): a
-directory ``/dev/shm/sluice-pool-UID-PID`` removed when the process exits. Set
+directory ``/dev/shm/sluice-pool-UID-PID-*`` removed when the process exits (one left by a
+process that was killed is removed by the next). Set
 ``SLUICE_SHM_POOL=off`` to go without, or to a directory of your own to manage it yourself.
 
 How: a shim package named ``s3dlio`` (``sluice/compat/_shim``) is put first on ``sys.path``
@@ -26,6 +27,7 @@ import shlex
 import shutil
 import stat
 import sys
+import tempfile
 
 __all__ = ["SHIM_DIR", "install", "main", "make_bin_dir", "dlio_main", "shared_memory_pool"]
 
@@ -54,10 +56,11 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
         return None
     head = f"sluice-pool-{os.getuid()}-"
     for name in os.listdir(root):
-        pid = name[len(head):]
+        pid = name[len(head) :].split("-")[0]
         if name.startswith(head) and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    path = os.path.join(root, f"{head}{os.getpid()}")
+    # A name nobody could have made ready for us (mode 700, ours); sluice checks both.
+    path = tempfile.mkdtemp(prefix=f"{head}{os.getpid()}-", dir=root)
     os.environ["SLUICE_SHM_POOL"] = path
     owner = os.getpid()
 
