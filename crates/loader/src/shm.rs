@@ -292,12 +292,22 @@ fn parse_size(s: &str) -> Option<usize> {
 /// keeps it.
 pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-    // Not waited for: a fork while another thread set up would leave it locked in the
-    // child forever. Whoever holds it is making this process's arena.
-    let _setup = match SETUP.try_lock() {
-        Ok(g) => g,
-        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+    // Waited for a while only: a fork while another thread was setting up leaves the lock
+    // held in the child forever (then this process goes without).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let _setup = loop {
+        match SETUP.try_lock() {
+            Ok(g) => break g,
+            Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::other(
+                    "another thread is still setting the pool up",
+                ));
+            }
+        }
     };
     if own_arena().is_some() {
         return Ok(());
