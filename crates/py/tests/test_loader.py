@@ -180,12 +180,17 @@ def test_a_second_epoch_reuses_the_first_epochs_memory(server, client, prefix):
             out.add(np.frombuffer(obj, dtype=np.uint8).__array_interface__["data"][0])
         return out  # every object (and view) is dropped here: the buffers go back to the pool
 
-    first = addresses(sluice.Loader(ds, prefetch=5, client=client, range_threshold=2**64 - 1))
-    second = addresses(sluice.Loader(ds, prefetch=5, client=client, range_threshold=2**64 - 1))
+    # Loaders of one window share the process's pool: a window no other test uses (its
+    # budget), so that buffers other tests return meanwhile cannot take part.
+    def loader(budget, **kw):
+        return sluice.Loader(ds, prefetch=5, client=client, memory_budget=budget, **kw)
+
+    first = addresses(loader(123_456_789, range_threshold=2**64 - 1))
+    second = addresses(loader(123_456_789, range_threshold=2**64 - 1))
     assert second <= first, "the second loader read into the first one's buffers"
     # The same with sizes unknown and ranges on: the first ranged GET reads into a pooled buffer too.
-    first = addresses(sluice.Loader(ds, prefetch=5, client=client))
-    second = addresses(sluice.Loader(ds, prefetch=5, client=client))
+    first = addresses(loader(123_456_790))
+    second = addresses(loader(123_456_790))
     assert second <= first
 
 
