@@ -87,9 +87,9 @@ pub struct GetArgs {
     /// GETs in flight (ranges of large objects, small objects whole)
     #[arg(short = 'j', long, default_value_t = 16)]
     jobs: usize,
-    /// Bytes in flight: fewer GETs than -j when -j ranges would not fit; "off": only -j
-    /// bounds them. No object is ever whole in memory: ranges are counted, checked or written
-    /// at their offset as they arrive
+    /// Bytes in flight: fewer GETs than -j when -j pieces would not fit; "off": only -j
+    /// bounds them. Objects at or above --range-threshold are never whole in memory: ranges
+    /// are counted, checked or written at their offset as they arrive
     // The loader's DEFAULT_MEMORY_BUDGET (measured there); a test keeps the two equal.
     #[arg(long, default_value = "256MiB", value_parser = parse_budget)]
     memory_budget: u64,
@@ -214,30 +214,13 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     for o in &mut objects {
         o.file = files.get(&o.uri).cloned();
     }
-    // GETs in flight: -j, and no more of the largest piece (a range, or an object below
-    // the range threshold, read whole) than the memory budget holds.
-    let piece = objects
-        .iter()
-        .map(|o| {
-            if o.size >= a.range_threshold {
-                a.chunk_size
-            } else {
-                o.size
-            }
-        })
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let budget_jobs = match a.memory_budget {
-        0 => usize::MAX,
-        b => usize::try_from(b / piece).unwrap_or(usize::MAX).max(1),
-    };
     let plan = stream::Plan {
-        jobs: a.jobs.min(budget_jobs),
+        jobs: a.jobs,
         range_threshold: a.range_threshold,
         chunk_size: a.chunk_size,
         verify: a.verify,
-    };
+    }
+    .within(&objects, a.memory_budget);
     // Saturating: a hostile listing's sizes must not overflow the progress bar.
     let total = objects.iter().fold(0u64, |t, o| t.saturating_add(o.size));
     let pb = progress(

@@ -42,6 +42,33 @@ pub struct Plan {
     pub verify: bool,
 }
 
+impl Plan {
+    /// The plan with no more GETs in flight than `budget` bytes (0: no bound) hold of the
+    /// largest piece: a range, or an object below the range threshold, read whole.
+    pub fn within(self, objects: &[Object], budget: u64) -> Self {
+        let piece = objects
+            .iter()
+            .map(|o| {
+                if o.size >= self.range_threshold {
+                    self.chunk_size
+                } else {
+                    o.size
+                }
+            })
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let fit = match budget {
+            0 => usize::MAX,
+            b => usize::try_from(b / piece).unwrap_or(usize::MAX).max(1),
+        };
+        Self {
+            jobs: self.jobs.min(fit),
+            ..self
+        }
+    }
+}
+
 /// What one pass did; `refused` names objects that were read but could not be written.
 pub struct Pass {
     pub stats: StatsSnapshot,
@@ -325,4 +352,60 @@ async fn write_range(
 
 fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects(sizes: &[u64]) -> Vec<Object> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| Object {
+                uri: ObjectUri::parse(&format!("s3://bkt/{i}")).unwrap(),
+                size,
+                etag: None,
+                file: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gets_in_flight_fit_the_budget_by_the_largest_piece() {
+        let plan = Plan {
+            jobs: 16,
+            range_threshold: 32 << 20,
+            chunk_size: 8 << 20,
+            verify: false,
+        };
+        let objs = objects(&[100 << 20, 10 << 20]);
+        // The largest piece is the 10 MiB object read whole, not an 8 MiB range.
+        assert_eq!(plan.within(&objs, 256 << 20).jobs, 16);
+        assert_eq!(plan.within(&objs, 50 << 20).jobs, 5);
+        assert_eq!(plan.within(&objs, 0).jobs, 16, "no budget");
+        assert_eq!(plan.within(&objs, 1).jobs, 1, "at least one");
+        let whole = Plan {
+            range_threshold: u64::MAX,
+            ..plan
+        };
+        assert_eq!(whole.within(&objects(&[146_600_628]), 256 << 20).jobs, 1);
+    }
+
+    #[test]
+    fn objects_are_cut_into_ranges_that_cover_them_once() {
+        let plan = Plan {
+            jobs: 1,
+            range_threshold: 10,
+            chunk_size: 4,
+            verify: false,
+        };
+        assert_eq!(cut(0, plan).collect::<Vec<_>>(), vec![(0, 0)]);
+        assert_eq!(cut(9, plan).collect::<Vec<_>>(), vec![(0, 9)]);
+        assert_eq!(
+            cut(10, plan).collect::<Vec<_>>(),
+            vec![(0, 4), (4, 4), (8, 2)]
+        );
+        assert_eq!(cut(u64::MAX, plan).count, u64::MAX.div_ceil(4));
+    }
 }
