@@ -122,20 +122,29 @@ fn pid() -> u32 {
     std::process::id()
 }
 
+/// The indices of the arenas set up, with their bases. `set_up` takes the first free index
+/// and none is ever released, so the first empty one ends the list: a process without a
+/// pool pays one atomic load per free.
+fn arenas() -> impl Iterator<Item = (usize, usize)> {
+    (0..SLOTS)
+        .map(|i| (i, BASE[i].load(Ordering::Acquire)))
+        .take_while(|&(_, base)| base != 0)
+}
+
 /// The arena index holding `ptr`, if any.
 fn arena_of(ptr: *mut u8) -> Option<usize> {
     let p = ptr as usize;
-    (0..SLOTS).find(|&i| {
-        let base = BASE[i].load(Ordering::Acquire);
-        base != 0 && p >= base && p < base + LEN[i].load(Ordering::Relaxed)
-    })
+    arenas()
+        .find(|&(i, base)| p >= base && p < base + LEN[i].load(Ordering::Relaxed))
+        .map(|(i, _)| i)
 }
 
 /// This process's arena, if it has one.
 fn own_arena() -> Option<usize> {
     let me = pid();
-    (0..SLOTS)
-        .find(|&i| BASE[i].load(Ordering::Acquire) != 0 && OWNER[i].load(Ordering::Relaxed) == me)
+    arenas()
+        .find(|&(i, _)| OWNER[i].load(Ordering::Relaxed) == me)
+        .map(|(i, _)| i)
 }
 
 /// `size` bytes of arena `i`, or `None` when it is full (or its file cannot grow).
