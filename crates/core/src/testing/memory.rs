@@ -153,7 +153,8 @@ impl MemoryWire {
         self.state().uploads.len()
     }
 
-    /// The next `times` GET bodies end after `after` bytes (a connection reset mid-body).
+    /// The next `times` GET bodies longer than `after` bytes end there (a connection reset
+    /// mid-body).
     pub fn cut_bodies(&self, after: u64, times: u32) {
         self.state().cut = Some((after, times));
     }
@@ -163,9 +164,15 @@ impl MemoryWire {
         self.peak.load(Ordering::SeqCst)
     }
 
-    fn take_cut(&self) -> Option<u64> {
+    /// Where to cut a body of `len` bytes, if it is one of the next bodies to cut. Only a
+    /// body longer than the cut counts: a resumed GET for the rest of a cut range may arrive
+    /// before the other ranges' first GETs, and must not use up a cut meant for them.
+    fn take_cut(&self, len: u64) -> Option<u64> {
         let mut st = self.state();
         let (after, times) = st.cut?;
+        if len <= after {
+            return None;
+        }
         st.cut = (times > 1).then_some((after, times - 1));
         Some(after)
     }
@@ -240,8 +247,8 @@ impl GetAttempt for MemoryWire {
             content_range.as_deref(),
             Some(etag),
         )?)?;
-        let sent = match self.take_cut() {
-            Some(after) => body.slice(..(after as usize).min(body.len())),
+        let sent = match self.take_cut(body.len() as u64) {
+            Some(after) => body.slice(..after as usize),
             None => body,
         };
         let frames: Vec<std::result::Result<Bytes, std::convert::Infallible>> = (0..sent.len())
