@@ -293,7 +293,8 @@ async fn sized(
                 file: None,
             })
         })
-        .buffered(jobs.max(1));
+        .buffered(jobs.max(1))
+        .boxed(); // Send checked here, where the borrows' lifetimes are known (rustc #102211)
     Ok(heads.try_collect().await?)
 }
 
@@ -455,6 +456,7 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
             }
         })
         .buffer_unordered(a.jobs)
+        .boxed() // Send checked here, where the borrows' lifetimes are known (rustc #102211)
         .fold(0, |n, f| std::future::ready(n + f))
         .await;
     if failed > 0 {

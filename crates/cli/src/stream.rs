@@ -111,7 +111,8 @@ pub async fn pass(
     let mut refused = Vec::new();
     let mut reads = futures::stream::iter(ranges)
         .map(|(i, range)| read_range(store, &objects[i], &open[i], i, range, plan, out, pool))
-        .buffer_unordered(plan.jobs.max(1));
+        .buffer_unordered(plan.jobs.max(1))
+        .boxed(); // Send checked here, where the borrows' lifetimes are known (rustc #102211)
     while let Some(r) = reads.next().await {
         let r = r?;
         requests += 1;
