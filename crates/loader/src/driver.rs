@@ -1,8 +1,9 @@
-//! The loader's driver: one task per loader that admits items (a prefetch slot, then memory
-//! for the whole object under a budget), starts one fetch task per admitted item, and sends
+//! The loader's driver: one task per loader that admits items (a prefetch slot, then, under
+//! a budget, the turn to take memory and memory for the first request: `budget`), starts one fetch task per admitted item, and sends
 //! finished objects to the consumer in the chosen order. Dropping it (the loader aborts its
 //! task) drops the task set, which aborts every fetch in flight.
 
+use crate::budget::{Budget, Reservation};
 use crate::dataset::Item;
 use crate::fetch::{Fetched, Fetcher};
 use crate::loader::{Delivery, LoaderOptions, Object, OnError, Order};
@@ -17,52 +18,22 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{JoinError, JoinSet};
 use tokio_util::task::AbortOnDropHandle;
 
-/// Memory permits count 64 KiB units so any object size fits a `u32` permit count.
-const MEMORY_UNIT: u64 = 64 * 1024;
-
-/// An item whose turn has come: it holds a prefetch slot and, under a memory budget, the
-/// memory its whole size needs.
+/// An item whose turn has come: it holds a prefetch slot and, under a memory budget, memory
+/// for its first piece (the rest is taken as its requests go out: `budget`).
 struct Admitted {
     seq: usize,
     item: Result<Item>,
     slot: OwnedSemaphorePermit,
-    memory: Option<OwnedSemaphorePermit>,
-}
-
-/// The memory budget in `MEMORY_UNIT`s.
-struct Budget {
-    units: Arc<Semaphore>,
-    total: u32,
-}
-
-impl Budget {
-    fn new(bytes: u64) -> Self {
-        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
-        Self {
-            units: Arc::new(Semaphore::new(total as usize)),
-            total,
-        }
-    }
-
-    /// Memory for an object of `size` bytes; one larger than the whole budget takes all of it.
-    async fn reserve(&self, size: u64) -> OwnedSemaphorePermit {
-        let want = size.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
-        self.units
-            .clone()
-            .acquire_many_owned(want)
-            .await
-            .expect("semaphore never closed")
-    }
+    memory: Option<Reservation>,
 }
 
 type Sized = futures::stream::BoxStream<'static, (usize, Result<Item>)>;
 
 /// The items in dataset order, each with its size known when a memory budget needs it: an
 /// object named without a size is asked for it with a HEAD (a few ahead, pipelined), whose
-/// ETag then pins the read to the version measured. Memory is then taken for whole objects,
-/// in dataset order, before any byte arrives, so the budget holds for every object and the
-/// next object to deliver always has its memory (no later object can starve it: the loader
-/// cannot deadlock in either order).
+/// ETag then pins the read to the version measured. Memory is then taken in dataset order,
+/// each range's before its GET, so the budget holds for every byte and no later object can
+/// starve an earlier one (`budget`: the loader cannot deadlock in either order).
 fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) -> Sized {
     let store = fetcher.store.clone();
     let requests = fetcher.requests.clone();
@@ -127,11 +98,14 @@ async fn admit(
         Some((_, _, Ok(item))) => item.size,
         _ => None,
     };
-    let memory = match (budget, size) {
-        (Some(b), Some(size)) => Some(b.reserve(size).await),
-        // Unsized under a budget only when its HEAD failed: one chunk, as the first range.
-        (Some(b), None) => Some(b.reserve(first_chunk).await),
-        _ => None,
+    let memory = match budget {
+        // The first request's worth; unsized under a budget only when its HEAD failed: one
+        // chunk, as the first range.
+        Some(b) => Some(
+            b.admit(size.map_or(first_chunk, |s| s.min(first_chunk)))
+                .await,
+        ),
+        None => None,
     };
     let (slot, seq, item) = staged.take().expect("staged above");
     Some(Admitted {
@@ -245,8 +219,9 @@ impl Driver {
         let stats = self.stats.clone();
         self.tasks.spawn(async move {
             let t0 = Instant::now();
+            let mut memory = memory;
             let item = match item {
-                Ok(item) => fetch_one(&fetcher, &item).await.map(|f| {
+                Ok(item) => fetch_one(&fetcher, &item, memory.as_mut()).await.map(|f| {
                     stats.fetched(f.data.len() as u64, f.requests, f.attempts, t0.elapsed());
                     Object {
                         uri: item.uri,
@@ -261,7 +236,7 @@ impl Driver {
             let delivery = Delivery {
                 item,
                 _slot: Some(slot),
-                _memory: memory,
+                _memory: memory.and_then(Reservation::into_held),
             };
             (seq, delivery)
         });
@@ -306,8 +281,12 @@ impl Driver {
     }
 }
 
-async fn fetch_one(fetcher: &Fetcher, item: &Item) -> Result<Fetched> {
-    AssertUnwindSafe(fetcher.fetch(&item.uri, item.size, item.etag.as_deref()))
+async fn fetch_one(
+    fetcher: &Fetcher,
+    item: &Item,
+    memory: Option<&mut Reservation>,
+) -> Result<Fetched> {
+    AssertUnwindSafe(fetcher.fetch(&item.uri, item.size, item.etag.as_deref(), memory))
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| {

@@ -1,5 +1,6 @@
 //! Reading one object: a single GET, or parallel ranged GETs into one buffer.
 
+use crate::budget::Reservation;
 use crate::pool::BufferPool;
 use bytes::Bytes;
 use sluice_core::resume::{changed, same_etag};
@@ -42,22 +43,36 @@ impl Fetcher {
 
     /// Reads `uri`, of `size` when known, pinned to version `etag` when known (else to the
     /// first response's): the bytes delivered are always one version of the object, whole.
-    pub async fn fetch(
+    /// Under a budget, `memory` covers each request's bytes before it goes out and is
+    /// complete once the last has (`budget`).
+    pub(crate) async fn fetch(
         &self,
         uri: &ObjectUri,
         size: Option<u64>,
         etag: Option<&str>,
+        mut memory: Option<&mut Reservation>,
     ) -> Result<Fetched> {
-        match size {
-            Some(size) => self.fetch_known(uri, size, etag).await,
-            None => self.fetch_unknown(uri).await,
-        }
+        let fetched = match size {
+            Some(size) => self.fetch_known(uri, size, etag, &mut memory).await,
+            None => self.fetch_unknown(uri, &mut memory).await,
+        };
+        // Done already where the last request went out; here for a read that ended early.
+        complete(&mut memory);
+        fetched
     }
 
-    async fn fetch_known(&self, uri: &ObjectUri, size: u64, etag: Option<&str>) -> Result<Fetched> {
+    async fn fetch_known(
+        &self,
+        uri: &ObjectUri,
+        size: u64,
+        etag: Option<&str>,
+        memory: &mut Option<&mut Reservation>,
+    ) -> Result<Fetched> {
         let len = to_usize(uri, size)?;
         match self.planner.plan(size) {
             None => {
+                cover(memory, size).await;
+                complete(memory);
                 let mut seg = Segment::from_buffer(self.buffer(uri, len)?, len);
                 let info = self.get_into(uri, None, etag, &mut seg).await?;
                 same_size(uri, size, info.object_size)?;
@@ -67,15 +82,23 @@ impl Fetcher {
                     attempts: info.attempts,
                 })
             }
-            Some(ranges) => self.fetch_ranges(uri, size, &ranges, None, etag).await,
+            Some(ranges) => {
+                self.fetch_ranges(uri, size, &ranges, None, etag, memory)
+                    .await
+            }
         }
     }
 
     /// Size unknown: the first ranged GET learns it from Content-Range (no HEAD round trip);
     /// small objects are done in that one request.
-    async fn fetch_unknown(&self, uri: &ObjectUri) -> Result<Fetched> {
+    async fn fetch_unknown(
+        &self,
+        uri: &ObjectUri,
+        memory: &mut Option<&mut Reservation>,
+    ) -> Result<Fetched> {
         if !self.planner.splits() {
-            // Never split: one plain GET, whatever the size (the buffer grows to fit).
+            // Never split: one plain GET, whatever the size (the buffer grows to fit); the
+            // budget counts its first chunk only, as no size is known to reserve.
             let mut seg = Segment::growable_in(self.pool.take_largest());
             let info = self.get_into(uri, None, None, &mut seg).await?;
             return Ok(Fetched {
@@ -128,7 +151,14 @@ impl Fetcher {
         // knowing the size up front, against a HEAD round trip per object.
         // The rest must be the version the first chunk came from.
         let mut fetched = self
-            .fetch_ranges(uri, size, &rest, Some(seg.as_slice()), info.etag.as_deref())
+            .fetch_ranges(
+                uri,
+                size,
+                &rest,
+                Some(seg.as_slice()),
+                info.etag.as_deref(),
+                memory,
+            )
             .await?;
         self.pool.give_back(seg.into_buffer());
         fetched.requests += 1;
@@ -148,6 +178,7 @@ impl Fetcher {
         ranges: &[ByteRange],
         head: Option<&[u8]>,
         etag: Option<&str>,
+        memory: &mut Option<&mut Reservation>,
     ) -> Result<Fetched> {
         let len = to_usize(uri, size)?;
         let lens: Vec<usize> = ranges
@@ -171,6 +202,8 @@ impl Fetcher {
                 done[i] = Some(seg); // already filled from `head`
                 continue;
             }
+            // This range's memory before its GET; the ranges in flight go on meanwhile.
+            cover(memory, range.end().expect("planned ranges are bounded")).await;
             let this = self.clone();
             let uri = uri.clone();
             let etag = etag.map(str::to_owned);
@@ -182,6 +215,7 @@ impl Fetcher {
                 Ok::<_, Error>((i, seg, info))
             });
         }
+        complete(memory);
         let mut attempts = 0;
         let mut seen_etag: Option<String> = etag.map(str::to_owned);
         while let Some(joined) = tasks.join_next().await {
@@ -236,6 +270,20 @@ impl Fetcher {
             .freeze()
             .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
         Ok(self.pool.share(data))
+    }
+}
+
+/// Under a budget, memory for the object's first `bytes` bytes.
+async fn cover(memory: &mut Option<&mut Reservation>, bytes: u64) {
+    if let Some(m) = memory {
+        m.cover(bytes).await;
+    }
+}
+
+/// Under a budget, the object's last request has its memory: the next object's turn.
+fn complete(memory: &mut Option<&mut Reservation>) {
+    if let Some(m) = memory {
+        m.complete();
     }
 }
 

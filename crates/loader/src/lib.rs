@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 pub mod dataset;
 mod driver;
 mod fetch;

@@ -184,3 +184,44 @@ async fn get_many_fails_with_the_first_missing_object() {
         "{e:?}"
     );
 }
+
+/// Under a budget of one and a half objects, the next object's first ranges go out while the
+/// last ranges of the one before are still being read (its memory is taken range by range),
+/// and never more ranges than the budget holds: a consumer that keeps every object it takes
+/// still gets them all, whole, in either order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
+    const CHUNK: usize = 1 << 20;
+    for order in [Order::Input, Order::Completion] {
+        let s = Arc::new(S3Store::over(Faulty::new(
+            MemoryWire::new(testing::config()).with_latency(std::time::Duration::from_millis(20)),
+        )));
+        let ds = dataset(&s, 6, |_| 6 * CHUNK).await;
+        let opts = LoaderOptions {
+            order,
+            prefetch: 4,
+            range_threshold: 2 * CHUNK as u64,
+            chunk_size: CHUNK as u64,
+            memory_budget: Some(9 * CHUNK as u64),
+            ..LoaderOptions::default()
+        };
+        let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+        let got = drain(&mut loader).await;
+        assert_eq!(got.len(), 6, "{order:?}");
+        let mut keys: Vec<String> = Vec::new();
+        for o in &got {
+            let o = o.as_ref().unwrap();
+            let key = o.uri.key().to_owned();
+            assert_eq!(o.data, data(&key, 6 * CHUNK), "{key}, {order:?}");
+            keys.push(key);
+        }
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 6, "{order:?}");
+        let peak = s.wire().inner().peak_in_flight();
+        assert!(
+            peak > 6 && peak <= 9,
+            "{order:?}: {peak} GETs at once (one object is 6 ranges, the budget 9)"
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! The loader's memory budget: bytes of objects being read or waiting to be taken.
+//!
+//! An object's memory is taken as its requests go out, not all at admission: the first
+//! piece when the object is admitted, then each range just before its GET. With whole
+//! objects reserved up front, a budget smaller than two objects (the default 256 MiB against
+//! 146 MB unet3d records) read one object at a time, stop and go: the next object's GETs
+//! waited until the last range of the one before had arrived and been taken. Taken range by
+//! range, the next object's first ranges go out while the last ones of the object before
+//! are still arriving (measured in the README: the Python `Loader`'s first pass).
+//!
+//! One object takes memory at a time, in dataset order: an admitted object holds the *turn*
+//! until it holds all the memory it will need, and the next admission waits for the turn.
+//! So the only object that may hold part of its memory while waiting for more is the one
+//! with the turn, and every object before it holds all of its own: those finish, are taken
+//! and give their memory back, whatever order the consumer takes them in. No deadlock.
+
+use std::sync::Arc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Memory permits count 64 KiB units so any object size fits a `u32` permit count.
+const MEMORY_UNIT: u64 = 64 * 1024;
+
+/// A loader's budget.
+pub(crate) struct Budget {
+    units: Arc<Semaphore>,
+    total: u32,
+    turn: Arc<Semaphore>,
+}
+
+impl Budget {
+    pub(crate) fn new(bytes: u64) -> Self {
+        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
+        Self {
+            units: Arc::new(Semaphore::new(total as usize)),
+            total,
+            turn: Arc::new(Semaphore::new(1)),
+        }
+    }
+
+    /// Waits for the turn, then for memory for the object's first `first` bytes. Cancel-safe:
+    /// what was taken before a cancellation is given back.
+    pub(crate) async fn admit(&self, first: u64) -> Reservation {
+        let turn = self
+            .turn
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("never closed");
+        let mut r = Reservation {
+            units: self.units.clone(),
+            total: self.total,
+            held: None,
+            turn: Some(turn),
+        };
+        r.cover(first).await;
+        r
+    }
+}
+
+/// The memory one admitted object holds (given back when dropped), and while it may still
+/// need more, the turn.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    units: Arc<Semaphore>,
+    total: u32,
+    held: Option<OwnedSemaphorePermit>,
+    turn: Option<OwnedSemaphorePermit>,
+}
+
+impl Reservation {
+    /// Holds memory for the object's first `bytes` bytes, waiting for it as needed. An object
+    /// larger than the whole budget holds all of it and reads the rest under that.
+    pub(crate) async fn cover(&mut self, bytes: u64) {
+        let want = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
+        let have = self.held.as_ref().map_or(0, |p| p.num_permits() as u32);
+        if want <= have {
+            return;
+        }
+        let more = self
+            .units
+            .clone()
+            .acquire_many_owned(want - have)
+            .await
+            .expect("never closed");
+        match &mut self.held {
+            Some(held) => held.merge(more),
+            None => self.held = Some(more),
+        }
+    }
+
+    /// All the memory the object will need is held: the next object's turn.
+    pub(crate) fn complete(&mut self) {
+        self.turn = None;
+    }
+
+    /// The memory held, to travel with the object until the consumer takes it.
+    pub(crate) fn into_held(mut self) -> Option<OwnedSemaphorePermit> {
+        self.turn = None;
+        self.held.take()
+    }
+
+    #[cfg(test)]
+    fn held_bytes(&self) -> u64 {
+        self.held
+            .as_ref()
+            .map_or(0, |p| p.num_permits() as u64 * MEMORY_UNIT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::time::timeout;
+
+    const MIB: u64 = 1 << 20;
+
+    /// Would `fut` finish soon? (It waits on a semaphore, or it does not.)
+    async fn finishes<T>(fut: impl std::future::Future<Output = T>) -> Option<T> {
+        timeout(Duration::from_millis(50), fut).await.ok()
+    }
+
+    #[tokio::test]
+    async fn the_next_object_starts_while_the_one_before_still_takes_memory() {
+        let budget = Budget::new(256 * MIB);
+        let mut first = budget.admit(8 * MIB).await;
+        assert_eq!(first.held_bytes(), 8 * MIB);
+        // The first object's turn: the next admission waits for it.
+        assert!(finishes(budget.admit(8 * MIB)).await.is_none());
+        first.cover(146 * MIB).await;
+        first.complete();
+        // 110 MiB left: the second object's first ranges fit, though the whole would not.
+        let mut second = finishes(budget.admit(8 * MIB)).await.expect("admitted");
+        second.cover(100 * MIB).await;
+        assert!(finishes(second.cover(146 * MIB)).await.is_none());
+        // The first taken by the consumer: its memory comes back, the second completes.
+        drop(first.into_held());
+        finishes(second.cover(146 * MIB)).await.expect("covered");
+        assert_eq!(second.held_bytes(), 146 * MIB);
+    }
+
+    #[tokio::test]
+    async fn an_object_larger_than_the_budget_holds_all_of_it() {
+        let budget = Budget::new(64 * MIB);
+        let mut big = budget.admit(8 * MIB).await;
+        big.cover(1 << 40).await;
+        assert_eq!(big.held_bytes(), 64 * MIB);
+        // Dropped without completing (a failed fetch): the turn and the memory come back.
+        drop(big);
+        let next = finishes(budget.admit(64 * MIB)).await.expect("admitted");
+        assert_eq!(next.held_bytes(), 64 * MIB);
+    }
+
+    #[tokio::test]
+    async fn an_admission_given_up_gives_back_what_it_took() {
+        let budget = Budget::new(16 * MIB);
+        let mut held = budget.admit(8 * MIB).await;
+        held.complete();
+        // Waits for memory the first holds, then is cancelled.
+        assert!(finishes(budget.admit(16 * MIB)).await.is_none());
+        drop(held);
+        let again = finishes(budget.admit(16 * MIB)).await.expect("admitted");
+        assert_eq!(again.held_bytes(), 16 * MIB);
+    }
+}
