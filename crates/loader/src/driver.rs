@@ -1,7 +1,8 @@
 //! The loader's driver: one task per loader that admits items (a prefetch slot, then, under
-//! a budget, the turn to take memory and memory for the first request: `budget`), starts one fetch task per admitted item, and sends
-//! finished objects to the consumer in the chosen order. Dropping it (the loader aborts its
-//! task) drops the task set, which aborts every fetch in flight.
+//! a budget, the turn to take memory and memory for the first request: `budget`), starts one
+//! fetch task per admitted item, and sends finished objects to the consumer in the chosen
+//! order. Dropping it (the loader aborts its task) drops the task set, which aborts every
+//! fetch in flight.
 
 use crate::budget::{Budget, Reservation};
 use crate::dataset::Item;
