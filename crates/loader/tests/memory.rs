@@ -194,7 +194,7 @@ async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
     const CHUNK: usize = 1 << 20;
     for order in [Order::Input, Order::Completion] {
         let s = Arc::new(S3Store::over(Faulty::new(
-            MemoryWire::new(testing::config()).with_latency(std::time::Duration::from_millis(20)),
+            MemoryWire::new(testing::config()).with_latency(std::time::Duration::from_millis(100)),
         )));
         let ds = dataset(&s, 6, |_| 6 * CHUNK).await;
         let opts = LoaderOptions {
