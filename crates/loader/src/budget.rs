@@ -93,9 +93,9 @@ impl Reservation {
         self.turn = None;
     }
 
-    /// The memory held, to travel with the object until the consumer takes it.
+    /// The memory held, to travel with the object until the consumer takes it (the turn,
+    /// if still held, goes with the rest of `self`).
     pub(crate) fn into_held(mut self) -> Option<OwnedSemaphorePermit> {
-        self.turn = None;
         self.held.take()
     }
 
