@@ -1,12 +1,13 @@
 //! `sluice get` as a stream of ranged GETs: no object is ever whole in memory. Each object
 //! is cut into `chunk_size` ranges (one GET below the range threshold) of the version
-//! listed or HEADed (pinned by ETag); ranges land in a few reused buffers, are counted
-//! (and with `--verify` checked against the pattern at their offset), and with `-o` are
-//! written at their offset into the object's temporary file (`pwrite`), which is renamed
-//! into place when its last range is in. Memory is `GETs in flight × the largest piece` (a
-//! range, or an object below the threshold), touched once per process: a first pass costs
-//! no more page faults than a second. No object at or above the range threshold is ever
-//! whole in memory.
+//! listed or HEADed (pinned by ETag). A range is only counted as it arrives (a counting
+//! `Segment`: each body frame is dropped where the client stack read it, no copy, no
+//! memory); with `--verify` (checked against the pattern at its offset) or `-o` (written at
+//! its offset into the object's temporary file with `pwrite`, renamed into place when its
+//! last range is in) it lands in one of a few reused buffers. Memory is then `GETs in
+//! flight × the largest piece` (a range, or an object below the threshold), touched once per
+//! process: a first pass costs no more page faults than a second. No object at or above the
+//! range threshold is ever whole in memory.
 
 use crate::outdir::OutFile;
 use bytes::BytesMut;
@@ -216,10 +217,16 @@ async fn read_range(
         .lock()
         .unwrap()
         .get_or_insert_with(Instant::now);
-    let buf = pool.try_take(to_usize(len)).ok_or_else(|| {
-        sluice_core::Error::integrity(obj.uri.to_string(), "no memory for a range")
-    })?;
-    let mut seg = Segment::from_buffer(buf, to_usize(len));
+    // Bytes that are neither checked nor written are only counted: each body frame is
+    // dropped where the client stack read it, as `curl -o /dev/null` does, with no copy.
+    let mut seg = if plan.verify || out.is_some() {
+        let buf = pool.try_take(to_usize(len)).ok_or_else(|| {
+            sluice_core::Error::integrity(obj.uri.to_string(), "no memory for a range")
+        })?;
+        Segment::from_buffer(buf, to_usize(len))
+    } else {
+        Segment::counting(to_usize(len))
+    };
     // An object read in one piece is asked for whole (an answer with only part of it is
     // then refused by core); every answer must agree with the size it was listed with.
     let opts = GetOptions {
@@ -260,7 +267,9 @@ async fn read_range(
         }
     };
     if plan.verify
-        && let Err(at) = sluice_testdata::pattern::verify(obj.uri.key(), at, seg.as_slice())
+        && let Err(at) = seg.as_slice().map_or(Err(at), |bytes| {
+            sluice_testdata::pattern::verify(obj.uri.key(), at, bytes)
+        })
     {
         pool.give_back(seg.into_buffer());
         return Err(sluice_core::Error::integrity(

@@ -30,6 +30,9 @@ pub enum SegmentError {
         /// fit in a `usize`.
         remaining: usize,
     },
+    /// A counting segment (`Segment::counting`) was asked for bytes it never kept.
+    #[error("the segment counted its bytes and kept none")]
+    NotKept,
     /// A fixed segment was frozen or joined before it was full.
     #[error("segment {index} holds {got} of its {expected} bytes")]
     Incomplete {
@@ -45,44 +48,74 @@ pub enum SegmentError {
 /// The most a growable segment reserves on a response's word (see `expect_more`).
 const RESERVE_CAP: usize = 1 << 30;
 
+/// The most a counting segment reads from a file at once (`read_at`): its scratch buffer.
+const COUNT_SCRATCH: usize = 1 << 20;
+
 /// A destination for one response body: either exactly `len` bytes (part of a
-/// `SegmentedBuffer`, or a known-size object), or growable (size unknown up front).
+/// `SegmentedBuffer`, or a known-size object), or growable (size unknown up front); its
+/// bytes kept in memory, or only counted (`counting`).
 #[derive(Debug)]
 pub struct Segment {
-    buf: BytesMut,
+    data: Data,
     /// `Some(n)`: exactly n bytes must be written. `None`: growable.
     expected: Option<usize>,
+}
+
+#[derive(Debug)]
+enum Data {
+    Kept(BytesMut),
+    /// A reader that needs only the count (`sluice get` without `-o`): each body frame is
+    /// checked against the length and dropped where it lies, never copied. `scratch` is
+    /// where a file's bytes are read to be counted.
+    Counted {
+        written: usize,
+        scratch: Vec<u8>,
+    },
 }
 
 impl Segment {
     /// A growable segment; it reserves what a response declares in one step.
     pub fn growable() -> Self {
+        Self::kept(BytesMut::new(), None)
+    }
+
+    fn kept(buf: BytesMut, expected: Option<usize>) -> Self {
         Self {
-            buf: BytesMut::new(),
-            expected: None,
+            data: Data::Kept(buf),
+            expected,
+        }
+    }
+
+    /// Exactly `len` bytes that are counted (and checked against `len`, as any fixed
+    /// segment's) but not kept: for a reader that discards what it reads. No memory is
+    /// touched for the body; `as_slice` has nothing to give and `freeze` refuses.
+    pub fn counting(len: usize) -> Self {
+        Self {
+            data: Data::Counted {
+                written: 0,
+                scratch: Vec::new(),
+            },
+            expected: Some(len),
         }
     }
 
     /// A growable segment over reused memory (e.g. from a buffer pool); `buf` is cleared.
     pub fn growable_in(mut buf: BytesMut) -> Self {
         buf.clear();
-        Self {
-            buf,
-            expected: None,
-        }
+        Self::kept(buf, None)
     }
 
-    /// The memory back, to reuse it.
+    /// The memory back, to reuse it (none from a counting segment).
     pub fn into_buffer(self) -> BytesMut {
-        self.buf
+        match self.data {
+            Data::Kept(buf) => buf,
+            Data::Counted { .. } => BytesMut::new(),
+        }
     }
 
     /// A stand-alone segment of exactly `len` bytes.
     pub fn exact(len: usize) -> Self {
-        Self {
-            buf: BytesMut::with_capacity(len),
-            expected: Some(len),
-        }
+        Self::kept(BytesMut::with_capacity(len), Some(len))
     }
 
     /// Wraps caller-provided memory (e.g. from a buffer pool). `buf` is cleared; its capacity
@@ -92,15 +125,15 @@ impl Segment {
         if buf.capacity() < len {
             buf.reserve(len);
         }
-        Self {
-            buf,
-            expected: Some(len),
-        }
+        Self::kept(buf, Some(len))
     }
 
     /// Bytes written so far.
     pub fn written(&self) -> usize {
-        self.buf.len()
+        match &self.data {
+            Data::Kept(buf) => buf.len(),
+            Data::Counted { written, .. } => *written,
+        }
     }
 
     /// The fixed length; `None` for a growable segment.
@@ -110,12 +143,12 @@ impl Segment {
 
     /// Bytes still to be written, if the length is fixed.
     pub fn remaining(&self) -> Option<usize> {
-        self.expected.map(|e| e - self.buf.len())
+        self.expected.map(|e| e - self.written())
     }
 
     /// Whether it can be frozen: a fixed segment is full, a growable one always is.
     pub fn is_complete(&self) -> bool {
-        self.expected.is_none_or(|e| e == self.buf.len())
+        self.expected.is_none_or(|e| e == self.written())
     }
 
     /// Called when a response head declares `declared` more body bytes: a fixed segment
@@ -135,7 +168,9 @@ impl Segment {
                 // A declared length is a claim: reserve at most RESERVE_CAP up front and let
                 // the buffer grow as bytes actually arrive, so a lying Content-Length cannot
                 // make the process abort on an impossible allocation.
-                self.buf.reserve(add.min(RESERVE_CAP));
+                if let Data::Kept(buf) = &mut self.data {
+                    buf.reserve(add.min(RESERVE_CAP));
+                }
                 Ok(())
             }
         }
@@ -144,18 +179,21 @@ impl Segment {
     /// Appends body bytes; never past a fixed segment's end.
     pub fn write(&mut self, data: &[u8]) -> Result<(), SegmentError> {
         if let Some(expected) = self.expected {
-            let got = self.buf.len() + data.len();
+            let got = self.written() + data.len();
             if got > expected {
                 return Err(SegmentError::Overflow { expected, got });
             }
         }
-        self.buf.extend_from_slice(data);
+        match &mut self.data {
+            Data::Kept(buf) => buf.extend_from_slice(data),
+            Data::Counted { written, .. } => *written += data.len(),
+        }
         Ok(())
     }
 
     /// Discards everything written (a response that must be read again from its start).
     pub fn reset(&mut self) {
-        self.buf.clear();
+        self.truncate(0);
     }
 
     /// Appends up to `max` bytes read from `file` at `offset` with one `pread`, straight
@@ -170,44 +208,71 @@ impl Segment {
         max: usize,
     ) -> std::io::Result<usize> {
         use std::os::fd::AsRawFd;
-        let max = self.remaining().map_or(max, |r| r.min(max));
+        let mut max = self.remaining().map_or(max, |r| r.min(max));
         let offset = libc::off_t::try_from(offset).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "file offset out of range")
         })?;
-        self.buf.reserve(max);
-        let spare = &mut self.buf.spare_capacity_mut()[..max];
-        // SAFETY: `spare` is `max` bytes of this buffer's allocation, exclusively borrowed;
-        // pread writes at most `max` bytes there and nowhere else.
+        let spare = match &mut self.data {
+            Data::Kept(buf) => {
+                buf.reserve(max);
+                &mut buf.spare_capacity_mut()[..max]
+            }
+            Data::Counted { scratch, .. } => {
+                max = max.min(COUNT_SCRATCH);
+                scratch.reserve(max);
+                &mut scratch.spare_capacity_mut()[..max]
+            }
+        };
+        // SAFETY: `spare` is `max` bytes of an allocation this segment owns, exclusively
+        // borrowed; pread writes at most `max` bytes there and nowhere else.
         let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), max, offset) };
         let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
-        // SAFETY: pread initialised the first `n` (<= `max`) bytes past the current length,
-        // which lie within the capacity reserved above.
-        unsafe { self.buf.set_len(self.buf.len() + n) };
+        match &mut self.data {
+            // SAFETY: pread initialised the first `n` (<= `max`) bytes past the current
+            // length, which lie within the capacity reserved above.
+            Data::Kept(buf) => unsafe { buf.set_len(buf.len() + n) },
+            // The scratch's bytes are never read: counted, they have served.
+            Data::Counted { written, .. } => *written += n,
+        }
         Ok(n)
     }
 
     /// Drops everything written after the first `len` bytes (to read them again).
     pub fn truncate(&mut self, len: usize) {
-        self.buf.truncate(len);
+        match &mut self.data {
+            Data::Kept(buf) => buf.truncate(len),
+            Data::Counted { written, .. } => *written = (*written).min(len),
+        }
     }
 
-    /// The bytes written so far.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.buf
+    /// The bytes written so far; `None` from a counting segment, which keeps none.
+    pub fn as_slice(&self) -> Option<&[u8]> {
+        match &self.data {
+            Data::Kept(buf) => Some(buf),
+            Data::Counted { .. } => None,
+        }
     }
 
-    /// The filled bytes, without a copy. Errors if a fixed segment is not full.
+    /// The filled bytes, without a copy. Errors if a fixed segment is not full, or if it
+    /// only counted them.
     pub fn freeze(self) -> Result<Bytes, SegmentError> {
         self.check_complete(0)?;
-        Ok(self.buf.freeze())
+        Ok(self.into_kept()?.freeze())
+    }
+
+    fn into_kept(self) -> Result<BytesMut, SegmentError> {
+        match self.data {
+            Data::Kept(buf) => Ok(buf),
+            Data::Counted { .. } => Err(SegmentError::NotKept),
+        }
     }
 
     fn check_complete(&self, index: usize) -> Result<(), SegmentError> {
         match self.expected {
-            Some(expected) if expected != self.buf.len() => Err(SegmentError::Incomplete {
+            Some(expected) if expected != self.written() => Err(SegmentError::Incomplete {
                 index,
                 expected,
-                got: self.buf.len(),
+                got: self.written(),
             }),
             _ => Ok(()),
         }
@@ -241,10 +306,7 @@ impl SegmentedBuffer {
             } else {
                 buf.split_off(len)
             };
-            out.push(Segment {
-                buf,
-                expected: Some(len),
-            });
+            out.push(Segment::kept(buf, Some(len)));
             buf = rest;
         }
         out
@@ -258,10 +320,10 @@ impl SegmentedBuffer {
             return Ok(Bytes::new());
         };
         first.check_complete(0)?;
-        let mut acc = first.buf;
+        let mut acc = first.into_kept()?;
         for (i, seg) in iter {
             seg.check_complete(i)?;
-            acc.unsplit(seg.buf);
+            acc.unsplit(seg.into_kept()?);
         }
         Ok(acc.freeze())
     }
@@ -271,6 +333,51 @@ impl SegmentedBuffer {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    impl Segment {
+        fn buf(&self) -> &BytesMut {
+            match &self.data {
+                Data::Kept(buf) => buf,
+                Data::Counted { .. } => panic!("a counting segment has no buffer"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_counting_segment_checks_the_length_and_keeps_nothing() {
+        let mut s = Segment::counting(6);
+        assert!(
+            s.expect_more(7).is_err(),
+            "a declared length that does not fit"
+        );
+        s.expect_more(6).unwrap();
+        s.write(b"abcd").unwrap();
+        assert_eq!((s.written(), s.remaining()), (4, Some(2)));
+        assert_eq!(
+            s.write(b"efg"),
+            Err(SegmentError::Overflow {
+                expected: 6,
+                got: 7
+            }),
+            "never past its end"
+        );
+        s.truncate(1); // a resumed body re-reads from byte 1
+        s.write(b"bcdef").unwrap();
+        assert!(s.is_complete());
+        assert_eq!(s.as_slice(), None);
+        assert_eq!(s.freeze(), Err(SegmentError::NotKept));
+
+        let path = std::env::temp_dir().join(format!("sluice-counting-{}", std::process::id()));
+        std::fs::write(&path, vec![1u8; COUNT_SCRATCH + 10]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let mut c = Segment::counting(COUNT_SCRATCH + 5);
+        assert_eq!(c.read_at(&file, 0, usize::MAX).unwrap(), COUNT_SCRATCH);
+        assert_eq!(c.read_at(&file, 0, usize::MAX).unwrap(), 5, "the room left");
+        assert!(c.is_complete());
+        assert_eq!(c.into_buffer().capacity(), 0, "no memory to give back");
+        drop(file);
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn read_at_reads_in_place_and_never_past_a_fixed_end() {
@@ -283,7 +390,7 @@ mod tests {
             5,
             "offered only the room left"
         );
-        assert_eq!(s.as_slice(), b"23456");
+        assert_eq!(s.as_slice(), Some(&b"23456"[..]));
         assert_eq!(s.read_at(&file, 0, 100).unwrap(), 0, "full");
         let mut g = Segment::growable();
         assert_eq!(g.read_at(&file, 7, 100).unwrap(), 3);
@@ -322,16 +429,16 @@ mod tests {
     fn growable_reserves_once() {
         let mut s = Segment::growable();
         s.expect_more(1000).unwrap();
-        let cap = s.buf.capacity();
+        let cap = s.buf().capacity();
         s.write(&[7; 1000]).unwrap();
-        assert_eq!(s.buf.capacity(), cap, "no reallocation after reserving");
+        assert_eq!(s.buf().capacity(), cap, "no reallocation after reserving");
         assert_eq!(s.freeze().unwrap().len(), 1000);
     }
 
     #[test]
     fn join_is_zero_copy() {
         let mut segs = SegmentedBuffer::split([3, 5, 2]);
-        let base = segs[0].buf.as_ptr() as usize;
+        let base = segs[0].buf().as_ptr() as usize;
         for (i, s) in segs.iter_mut().enumerate() {
             let n = s.expected_len().unwrap();
             s.write(&vec![i as u8; n]).unwrap();

@@ -137,8 +137,9 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
 
     /// Streams the object, or `opts.range` of it, into `dst`; returns what was written. Each
-    /// body byte is copied once, from the network buffer into `dst`. A fixed-length `dst` must
-    /// match the response length exactly; a body cut short is resumed (see `resume`).
+    /// body byte is copied once, from the network buffer into `dst` (or only counted, into a
+    /// `Segment::counting`). A fixed-length `dst` must match the response length exactly; a
+    /// body cut short is resumed (see `resume`).
     async fn get_into_with(
         &self,
         uri: &ObjectUri,

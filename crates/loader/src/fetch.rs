@@ -155,7 +155,7 @@ impl Fetcher {
                 uri,
                 size,
                 &rest,
-                Some(seg.as_slice()),
+                seg.as_slice(), // a kept segment: always its bytes
                 info.etag.as_deref(),
                 memory,
             )

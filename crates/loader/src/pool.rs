@@ -144,9 +144,12 @@ impl BufferPool {
             .expect("allocation of a test-sized buffer")
     }
 
-    /// A buffer taken and never delivered, back for reuse.
+    /// A buffer taken and never delivered, back for reuse; one without memory (a counting
+    /// segment's) is not kept.
     pub fn give_back(&self, buf: BytesMut) {
-        self.returned(0, Some(buf));
+        if buf.capacity() > 0 {
+            self.returned(0, Some(buf));
+        }
     }
 
     /// A delivered buffer of `len` bytes came back (`buf`: its memory, when reusable).
