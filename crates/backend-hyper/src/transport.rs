@@ -25,11 +25,15 @@ pub const H2_STREAM_WINDOW: u32 = 16 << 20;
 pub const H2_CONNECTION_WINDOW: u32 = 64 << 20;
 
 /// Largest read hyper issues on a connection (its adaptive strategy grows up to this).
-/// Measured on loopback (scripts/measure-get, server CPU 0, client CPU 1, 24 × 146.6 MB,
-/// one stream): max 64 KiB, 256 KiB, 1 MiB, 4 MiB and fixed 64 KiB…1 MiB reads all landed
-/// within the run-to-run noise (1.5–2.4 GB/s); 1 MiB keeps syscalls few without holding
-/// more than a megabyte per idle connection.
-pub const READ_BUF_MAX: usize = 1 << 20;
+/// Throughput does not decide it (on loopback, 64 KiB … 4 MiB all landed within the noise,
+/// 1.5–2.4 GB/s); the client's CPU does. Every byte is copied by the kernel into this
+/// buffer, and 16 connections × 1 MiB buffers spread that copy over more memory than the
+/// core's 1 MiB L2 holds: `perf` showed the same bytes' `_copy_to_iter` taking 1.8× curl's
+/// time (one connection, one small buffer). `sluice get -j 16` against nginx (CPU 0, client
+/// CPU 1, 24 × 146.6 MB, 5 alternating runs, medians): 1 MiB 0.228 / 0.198 CPU-s/GB (first
+/// pass / second), 256 KiB 0.189 / 0.183, 128 KiB 0.365 / 0.167 (a first pass full of
+/// socket backlog). Reads seldom bring more than ~100 KB anyway. Over TLS no difference.
+pub const READ_BUF_MAX: usize = 256 << 10;
 
 #[derive(Debug, Clone)]
 pub struct Transport {
