@@ -26,3 +26,21 @@ def test_version_sources(monkeypatch):
     assert sluice._version() == "0+unknown"
     monkeypatch.setattr(sluice._native, "__version__", "1.2.3", raising=False)
     assert sluice._version() == "1.2.3"
+
+
+def test_a_new_process_imports_no_more_than_it_needs():
+    """Every DLIO epoch starts new DataLoader workers, each importing sluice: the version
+    lookup, `logging` and `concurrent.futures` wait until something uses them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import sluice; from sluice.compat import s3dlio; "
+        "heavy = ['importlib.metadata', 'logging', 'concurrent.futures']; "
+        "print([m for m in heavy if m in sys.modules]); "
+        "v = sluice.__version__; print('importlib.metadata' in sys.modules, v == sluice._version())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded, after = out.stdout.splitlines()
+    assert loaded == "[]", out.stdout
+    assert after == "True True", "the version is still there when asked"

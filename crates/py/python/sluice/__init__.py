@@ -84,6 +84,13 @@ def _version() -> str:
         return str(getattr(_native, "__version__", "0+unknown"))
 
 
-__version__: str = _version()
+def __getattr__(name: str) -> str:
+    # Looked up on first use: importlib.metadata costs a new process ~25 ms of CPU at import,
+    # and DataLoader workers (new processes every DLIO epoch) never ask.
+    if name == "__version__":
+        global __version__
+        __version__ = _version()
+        return __version__
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _logging.start()

@@ -11,7 +11,6 @@ with the GIL released, and is started again in a forked child.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Optional
@@ -35,6 +34,10 @@ def _pump() -> None:
     while True:
         rec = _native._next_log(0.5)
         if rec is not None:
+            # Imported with the first record, not with sluice: `logging` costs a new process
+            # (a DataLoader worker) ~14 ms of CPU, and most never log.
+            import logging
+
             level, target, message = rec
             logging.getLogger(logger_name(target)).log(level, "%s", message)
 
