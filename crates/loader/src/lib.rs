@@ -19,7 +19,7 @@ mod budget;
 pub mod dataset;
 mod driver;
 mod fetch;
-mod hugepages;
+mod fresh;
 pub mod loader;
 mod many;
 pub mod pool;

@@ -134,7 +134,7 @@ impl BufferPool {
         // From the shared-memory arena when one is configured (`shm`): pages an earlier
         // process already faulted in.
         let buf = crate::shm::pool_alloc(|| BytesMut::with_capacity(len));
-        crate::hugepages::advise(&buf);
+        crate::fresh::prepare(&buf);
         Some(buf)
     }
 
