@@ -1,10 +1,10 @@
 //! Zero-copy assembly: one allocation, pre-split into per-chunk segments that independent
 //! tasks fill, rejoined in O(1).
 //!
-//! Each byte is copied exactly once, from the socket's frame into its final place. A
-//! segment's capacity is exactly its expected length, so filling it never reallocates and
-//! the segments stay adjacent in memory; `BytesMut::unsplit` then rejoins them without a
-//! copy.
+//! Each byte is copied exactly once, from the socket's frame into its final place (a counting
+//! segment, for a reader that keeps nothing, copies none). A segment's capacity is exactly
+//! its expected length, so filling it never reallocates and the segments stay adjacent in
+//! memory; `BytesMut::unsplit` then rejoins them without a copy.
 
 use bytes::{Bytes, BytesMut};
 
