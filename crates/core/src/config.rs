@@ -497,7 +497,8 @@ fn parse_opt<T>(
         .transpose()
 }
 
-fn parse_bool(s: &str) -> std::result::Result<bool, &'static str> {
+/// How every `SLUICE_*` switch reads a boolean (case-insensitive); `Err` names the forms.
+pub fn parse_bool(s: &str) -> std::result::Result<bool, &'static str> {
     match s.to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),

@@ -28,21 +28,21 @@ const MIN_LEN: usize = 4 << 20;
 /// Above this a buffer is not populated up front (about a third of a second of one core).
 const POPULATE_MAX: usize = 1 << 30;
 
+/// A switch read as core reads every `SLUICE_*` boolean; unset or unreadable: `default`.
 fn flag(name: &str, default: bool) -> bool {
-    match std::env::var(name).as_deref() {
-        Ok("1" | "on" | "true") => true,
-        Ok("0" | "off" | "false") => false,
-        _ => default,
-    }
+    std::env::var(name)
+        .ok()
+        .and_then(|v| sluice_core::config::parse_bool(v.trim()).ok())
+        .unwrap_or(default)
 }
 
-/// `SLUICE_HUGEPAGES=1|on|true` asks for huge pages.
+/// `SLUICE_HUGEPAGES=1` (or on, true, yes) asks for huge pages.
 fn huge_pages() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| flag("SLUICE_HUGEPAGES", false))
 }
 
-/// `SLUICE_POPULATE=0|off|false` leaves new buffers to fault page by page.
+/// `SLUICE_POPULATE=0` (or off, false, no) leaves new buffers to fault page by page.
 fn populate() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| flag("SLUICE_POPULATE", true))
