@@ -160,9 +160,9 @@ pub(crate) struct Delivery {
 /// `prefetch` objects in flight, and hands them to the consumer (`next`, `collect_batch`)
 /// in the chosen `Order`. Work is bounded three ways: objects (`prefetch`), HTTP requests
 /// (`max_requests`) and bytes (`memory_budget`, taken range by range before each GET, one
-/// object at a time in dataset order so the loader cannot deadlock: `budget`). Large objects are read as parallel ranges into one
-/// buffer from a pool shared across epochs; every object delivered is whole and of one
-/// version.
+/// object at a time in dataset order so the loader cannot deadlock: `budget`). Large
+/// objects are read as parallel ranges into one buffer from a pool shared across epochs;
+/// every object delivered is whole and of one version.
 ///
 /// A loader reads one epoch: make one per epoch (with `LoaderOptions::epoch` set).
 /// Dropping it aborts every fetch in flight.
