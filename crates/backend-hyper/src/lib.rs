@@ -1,7 +1,9 @@
 //! sluice-backend-hyper: S3 over raw hyper 1 + rustls, signed with aws-sigv4.
 //!
-//! The fast path. A GET's body frames are copied once, straight from hyper's read buffer
-//! into the caller's `Segment`; nothing buffers a whole body. Every wait is bounded
+//! The fast path. A GET's body is read from the socket straight into the caller's
+//! `Segment` (`direct`: HTTP/1.1 spoken for that one request, its head parsed by hyper's own
+//! parser); every other request, and GETs over HTTP/2, go through hyper, whose body frames
+//! are copied once into the segment. Nothing buffers a whole body. Every wait is bounded
 //! (connect, first byte, body stall), and a body cut short resumes from the first missing
 //! byte through `sluice_core::resume`.
 
@@ -9,6 +11,7 @@
 
 mod addressing;
 mod buffered;
+mod direct;
 pub mod sigv4;
 mod transport;
 mod xml;
@@ -40,14 +43,21 @@ pub type HyperStore = S3Store<HyperWire>;
 #[derive(Debug)]
 pub struct HyperWire {
     transport: Transport,
+    /// GETs over HTTP/1.1 read straight into the segment (`direct`); `None` with
+    /// `SLUICE_DIRECT_GET=0` or HTTP/2.
+    direct: Option<direct::Direct>,
     addressing: Addressing,
 }
 
 impl WireFromConfig for HyperWire {
     fn from_config(cfg: StoreConfig) -> Result<Self> {
         let addressing = Addressing::new(&cfg);
+        let cfg = Arc::new(cfg);
+        let tls = transport::tls_config(&cfg)?;
+        let direct = (cfg.direct_get && !cfg.http2).then(|| direct::Direct::new(cfg.clone(), &tls));
         Ok(Self {
-            transport: Transport::new(Arc::new(cfg))?,
+            transport: Transport::new(cfg, tls)?,
+            direct,
             addressing,
         })
     }
@@ -89,6 +99,25 @@ impl HyperWire {
     }
 }
 
+/// The headers of a GET: its range, and the version it must still be.
+fn get_headers(subject: &str, req: &GetRequest<'_>) -> Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    if let Some(r) = req.range {
+        headers.insert(
+            http::header::RANGE,
+            HeaderValue::from_str(&r.to_header()).expect("range header is ASCII"),
+        );
+    }
+    if let Some(tag) = req.if_match {
+        headers.insert(
+            http::header::IF_MATCH,
+            HeaderValue::from_str(tag)
+                .map_err(|_| Error::integrity(subject, "ETag is not a valid header value"))?,
+        );
+    }
+    Ok(headers)
+}
+
 fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     header_str(h, name).and_then(|v| v.parse().ok())
 }
@@ -97,21 +126,18 @@ fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
 impl GetAttempt for HyperWire {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let subject = req.uri.to_string();
-        let mut headers = HeaderMap::new();
-        if let Some(r) = req.range {
-            headers.insert(
-                http::header::RANGE,
-                HeaderValue::from_str(&r.to_header()).expect("range header is ASCII"),
-            );
-        }
-        if let Some(tag) = req.if_match {
-            headers.insert(
-                http::header::IF_MATCH,
-                HeaderValue::from_str(tag)
-                    .map_err(|_| Error::integrity(&subject, "ETag is not a valid header value"))?,
-            );
-        }
         let url = self.addressing.object(req.uri, &[]);
+        if let Some(direct) = self.direct.as_ref().filter(|d| d.enabled()) {
+            let signed = self
+                .transport
+                .signed(&subject, Method::GET, &url, get_headers(&subject, req)?, ())
+                .await?;
+            match direct.get(&subject, req, &signed, sink).await {
+                direct::Outcome::Done(result) => return result,
+                direct::Outcome::Unframed => {} // read again through hyper, below
+            }
+        }
+        let headers = get_headers(&subject, req)?;
         let resp = self
             .transport
             .send(&subject, Method::GET, &url, headers, Bytes::new())

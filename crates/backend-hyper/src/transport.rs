@@ -42,8 +42,7 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(cfg: Arc<StoreConfig>) -> Result<Self> {
-        let tls = tls_config(&cfg)?;
+    pub fn new(cfg: Arc<StoreConfig>, tls: rustls::ClientConfig) -> Result<Self> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -94,10 +93,41 @@ impl Transport {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<Incoming>> {
+        let req = self
+            .signed(subject, method.clone(), url, headers, Full::new(body))
+            .await?;
+        let first_byte = self.cfg.timeouts.first_byte;
+        let response = match tokio::time::timeout(first_byte, self.client.request(req)).await {
+            Err(_) => {
+                return Err(Error::Timeout {
+                    uri: subject.to_owned(),
+                    phase: TimeoutPhase::FirstByte,
+                    after: first_byte,
+                });
+            }
+            Ok(Err(e)) => return Err(self.request_error(subject, e)),
+            Ok(Ok(r)) => r,
+        };
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        Err(self.error_response(subject, method, url, response).await)
+    }
+
+    /// The request, with its `Host` header and signed (unless anonymous). `subject` (the
+    /// URI) names it in errors.
+    pub async fn signed<B>(
+        &self,
+        subject: &str,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        body: B,
+    ) -> Result<Request<B>> {
         let mut req = Request::builder()
-            .method(method.clone())
+            .method(method)
             .uri(url)
-            .body(Full::new(body))
+            .body(body)
             .map_err(|e| Error::InvalidUri {
                 uri: subject.to_owned(),
                 reason: format!("cannot form a request URL {url:?}: {e}"),
@@ -116,22 +146,7 @@ impl Transport {
         if let Some(creds) = self.cfg.credentials.get(subject).await? {
             crate::sigv4::sign_request(&mut req, &creds, &self.cfg.region, SystemTime::now())?;
         }
-        let first_byte = self.cfg.timeouts.first_byte;
-        let response = match tokio::time::timeout(first_byte, self.client.request(req)).await {
-            Err(_) => {
-                return Err(Error::Timeout {
-                    uri: subject.to_owned(),
-                    phase: TimeoutPhase::FirstByte,
-                    after: first_byte,
-                });
-            }
-            Ok(Err(e)) => return Err(self.request_error(subject, e)),
-            Ok(Ok(r)) => r,
-        };
-        if response.status().is_success() {
-            return Ok(response);
-        }
-        Err(self.error_response(subject, method, url, response).await)
+        Ok(req)
     }
 
     fn request_error(&self, subject: &str, e: hyper_util::client::legacy::Error) -> Error {
@@ -207,7 +222,7 @@ pub fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn tls_config(cfg: &StoreConfig) -> Result<rustls::ClientConfig> {
+pub fn tls_config(cfg: &StoreConfig) -> Result<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     // The system store too, best effort: private CAs installed there should just work.

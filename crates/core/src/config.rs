@@ -95,6 +95,10 @@ pub struct StoreConfig {
     pub multipart_part_size: u64,
     /// Use HTTP/2 (when the server offers it by ALPN); HTTP/1.1 otherwise.
     pub http2: bool,
+    /// The hyper backend reads GET bodies from the socket straight into the destination
+    /// buffer instead of through hyper's read buffer (`SLUICE_DIRECT_GET`, default on; see
+    /// the backend's `direct` module for why and what it covers).
+    pub direct_get: bool,
     /// Upper bound on open connections (and so on requests in flight) per client
     /// (`SLUICE_MAX_CONNECTIONS`, default 64).
     pub max_connections: usize,
@@ -149,6 +153,7 @@ impl StoreConfig {
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             multipart_part_size: DEFAULT_MULTIPART_PART_SIZE,
             http2: false,
+            direct_get: true,
             max_connections: 64,
             checksums: Checksums::default(),
         }
@@ -291,6 +296,9 @@ impl StoreConfig {
         }
         if let Some(b) = parse_opt(&get, "SLUICE_HTTP2", parse_bool)? {
             cfg.http2 = b;
+        }
+        if let Some(b) = parse_opt(&get, "SLUICE_DIRECT_GET", parse_bool)? {
+            cfg.direct_get = b;
         }
         if let Some(n) = parse_opt(&get, "SLUICE_MAX_CONNECTIONS", |s| {
             parse_count(s)
@@ -765,6 +773,7 @@ mod tests {
             ("AWS_MAX_ATTEMPTS", "3"),
             ("SLUICE_MULTIPART_THRESHOLD", "32MiB"),
             ("SLUICE_HTTP2", "1"),
+            ("SLUICE_DIRECT_GET", "off"),
             ("AWS_CA_BUNDLE", "/tmp/ca.pem"),
             ("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_SUPPORTED"),
         ])
@@ -782,6 +791,7 @@ mod tests {
         assert_eq!(c.retry.max_attempts, 3);
         assert_eq!(c.multipart_threshold, 32 << 20);
         assert!(c.http2);
+        assert!(!c.direct_get);
         assert_eq!(
             c.ca_bundle.as_deref(),
             Some(std::path::Path::new("/tmp/ca.pem"))

@@ -172,6 +172,21 @@ impl<'a> BodySink<'a> {
             .map_err(|e| Error::integrity(self.uri.to_string(), e.to_string()))
     }
 
+    /// Appends what one read of `reader` brings (at most `max` bytes), read straight into
+    /// the segment's memory (`Segment::poll_read_from`); 0 at the reader's end. For a
+    /// backend that reads the body from its socket itself instead of through frames.
+    pub async fn read_from<R: tokio::io::AsyncRead + Unpin + ?Sized>(
+        &mut self,
+        reader: &mut R,
+        max: usize,
+    ) -> std::io::Result<usize> {
+        std::future::poll_fn(|cx| {
+            self.seg
+                .poll_read_from(cx, std::pin::Pin::new(&mut *reader), max)
+        })
+        .await
+    }
+
     /// Bytes written into the segment so far (by this and earlier attempts).
     pub fn written(&self) -> u64 {
         self.seg.written() as u64

@@ -51,6 +51,9 @@ const RESERVE_CAP: usize = 1 << 30;
 /// The most a counting segment reads from a file at once (`read_at`): its scratch buffer.
 const COUNT_SCRATCH: usize = 1 << 20;
 
+/// The most a growable segment with no room left grows by for one read (`poll_read_from`).
+const GROW_STEP: usize = 1 << 20;
+
 /// A destination for one response body: either exactly `len` bytes (part of a
 /// `SegmentedBuffer`, or a known-size object), or growable (size unknown up front); its
 /// bytes kept in memory, or only counted (`counting`).
@@ -237,6 +240,59 @@ impl Segment {
         Ok(n)
     }
 
+    /// Appends what one read of `reader` brings, at most `max` bytes, straight into the
+    /// segment's memory (a counting segment reads into its scratch): the socket's bytes land
+    /// where they belong with the kernel's one copy, no intermediate buffer and no
+    /// zero-filling first. A fixed segment never takes more than it has room for; a growable
+    /// one fills the room it has, else grows by at most `GROW_STEP` (a declared length is
+    /// only a claim). `Ready(Ok(0))`: the reader is at its end (or `max` is 0).
+    #[allow(unsafe_code)]
+    pub fn poll_read_from<R: tokio::io::AsyncRead + ?Sized>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        reader: std::pin::Pin<&mut R>,
+        max: usize,
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let max = self.remaining().map_or(max, |r| r.min(max));
+        if max == 0 {
+            return std::task::Poll::Ready(Ok(0));
+        }
+        let spare = match &mut self.data {
+            Data::Kept(buf) => {
+                let room = buf.capacity() - buf.len();
+                let max = if room >= max || self.expected.is_some() {
+                    // A fixed segment's buffer holds its whole length (`from_buffer`).
+                    buf.reserve(max);
+                    max
+                } else if room > 0 {
+                    room
+                } else {
+                    let step = max.min(GROW_STEP);
+                    buf.reserve(step);
+                    step
+                };
+                &mut buf.spare_capacity_mut()[..max]
+            }
+            Data::Counted { scratch, .. } => {
+                let max = max.min(COUNT_SCRATCH);
+                scratch.reserve(max);
+                &mut scratch.spare_capacity_mut()[..max]
+            }
+        };
+        let mut rb = tokio::io::ReadBuf::uninit(spare);
+        std::task::ready!(reader.poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        match &mut self.data {
+            // SAFETY: `ReadBuf` guarantees its first `n` bytes were initialised by the read;
+            // they are the first `n` bytes past the buffer's length, within the capacity
+            // reserved above.
+            Data::Kept(buf) => unsafe { buf.set_len(buf.len() + n) },
+            // The scratch's bytes are never read: counted, they have served.
+            Data::Counted { written, .. } => *written += n,
+        }
+        std::task::Poll::Ready(Ok(n))
+    }
+
     /// Drops everything written after the first `len` bytes (to read them again).
     pub fn truncate(&mut self, len: usize) {
         match &mut self.data {
@@ -398,6 +454,42 @@ mod tests {
         assert_eq!(g.freeze().unwrap(), &b"789"[..]);
         drop(file);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// One `poll_read_from` on `reader`, which is always ready (a byte slice).
+    fn read_once(seg: &mut Segment, reader: &mut &[u8], max: usize) -> usize {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match seg.poll_read_from(&mut cx, std::pin::Pin::new(reader), max) {
+            std::task::Poll::Ready(n) => n.unwrap(),
+            std::task::Poll::Pending => unreachable!("a slice is always ready"),
+        }
+    }
+
+    #[test]
+    fn socket_reads_land_in_place_and_never_past_a_fixed_end() {
+        let mut src: &[u8] = b"0123456789";
+        let mut fixed = Segment::exact(4);
+        assert_eq!(
+            read_once(&mut fixed, &mut src, 100),
+            4,
+            "only the room left"
+        );
+        assert_eq!(read_once(&mut fixed, &mut src, 100), 0, "full");
+        assert_eq!(fixed.freeze().unwrap(), &b"0123"[..]);
+        // A growable segment with no room grows by a bounded step, whatever `max` says.
+        let mut grow = Segment::growable();
+        assert_eq!(read_once(&mut grow, &mut src, usize::MAX), 6);
+        assert_eq!(
+            read_once(&mut grow, &mut src, usize::MAX),
+            0,
+            "the reader's end"
+        );
+        assert_eq!(grow.freeze().unwrap(), &b"456789"[..]);
+        let mut counted = Segment::counting(3);
+        let mut src: &[u8] = b"abcdef";
+        assert_eq!(read_once(&mut counted, &mut src, 2), 2);
+        assert_eq!(read_once(&mut counted, &mut src, 100), 1);
+        assert!(counted.is_complete() && counted.as_slice().is_none());
     }
 
     #[test]
