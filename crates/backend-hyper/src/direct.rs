@@ -10,27 +10,32 @@
 //! backend does with `pread`. Everything else goes through hyper: listings, HEAD, PUT,
 //! multipart, HTTP/2 (`SLUICE_HTTP2`), and any GET when `SLUICE_DIRECT_GET=0`.
 //!
-//! What hyper would otherwise guarantee is kept here: every wait is bounded (connect and TLS
-//! handshake, first byte, each body read), a response must say its length (Content-Length;
-//! one framed otherwise, e.g. chunked, is sent again through hyper, and so are later GETs of
-//! this client), a connection is reused only after its body was read exactly and the server
-//! did not ask to close it, and a request on a reused connection that the server had
-//! meanwhile closed is sent once more on a new one (hyper's `retry_canceled_requests`).
+//! What hyper would otherwise guarantee is kept here: connections open as hyper's do (the
+//! same `HttpConnector`), every wait is bounded (connect and TLS handshake, first byte, each
+//! body read), a 2xx body must say its length (Content-Length, as the hyper path requires
+//! too; an error answer framed otherwise, e.g. chunked, is asked again through hyper so that
+//! its S3 code is read), a connection is reused only when its body was read exactly, the
+//! server did not ask to close it and nothing more waits on it, and a request on a reused
+//! connection the server had meanwhile closed is sent once more on a new one (hyper's
+//! `retry_canceled_requests`).
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
+use hyper_util::client::legacy::connect::HttpConnector;
+use sluice_core::error::sources;
 use sluice_core::redirect::{Moved, is_redirect};
 use sluice_core::reply::{MAX_ERROR_BODY, error_reply};
 use sluice_core::resume::{BodySink, GetRequest, ResponseHead};
 use sluice_core::{Error, Result, StoreConfig, TimeoutPhase};
 use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio_rustls::TlsConnector;
+use tower_service::Service;
 
 use crate::buffered::TLS_READ_BUF;
 
@@ -63,19 +68,15 @@ struct Origin {
 
 /// The direct GET path of one client: its idle connections and how to open new ones.
 pub struct Direct {
+    tcp: HttpConnector,
     tls: TlsConnector,
     cfg: Arc<StoreConfig>,
     idle: Mutex<HashMap<Origin, Vec<(Conn, Instant)>>>,
-    /// Cleared once a server frames a GET body without Content-Length: from then on this
-    /// client's GETs go through hyper, which reads any framing.
-    enabled: AtomicBool,
 }
 
 impl std::fmt::Debug for Direct {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Direct")
-            .field("enabled", &self.enabled.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
+        f.debug_struct("Direct").finish_non_exhaustive()
     }
 }
 
@@ -83,8 +84,8 @@ impl std::fmt::Debug for Direct {
 pub enum Outcome {
     /// The answer was read (into the sink) or is the error returned.
     Done(Result<()>),
-    /// The response's body is framed in a way this path does not read (nothing was written
-    /// to the sink): send the request through hyper instead.
+    /// An error answer whose body is not length-delimited (nothing was written to the
+    /// sink): ask again through hyper, which reads any framing, to learn its S3 code.
     Unframed,
 }
 
@@ -111,16 +112,11 @@ impl Direct {
         let mut tls = tls.clone();
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         Self {
+            tcp: crate::transport::tcp_connector(&cfg),
             tls: TlsConnector::from(Arc::new(tls)),
             cfg,
             idle: Mutex::default(),
-            enabled: AtomicBool::new(true),
         }
-    }
-
-    /// Whether GETs should come here.
-    pub fn enabled(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed)
     }
 
     /// One GET attempt: `req` (signed, with its Host header) sent on a pooled or new
@@ -138,7 +134,8 @@ impl Direct {
         };
         let wire = serialize(req);
         let first_byte = self.cfg.timeouts.first_byte;
-        let sent = tokio::time::timeout(first_byte, self.exchange(subject, &origin, &wire)).await;
+        let sent = tokio::time::timeout(first_byte, self.exchange(subject, req, &origin, &wire));
+        let sent = sent.await;
         let (mut conn, head) = match sent {
             Err(_) => {
                 return Outcome::Done(Err(Error::Timeout {
@@ -151,26 +148,27 @@ impl Direct {
             Ok(Ok(got)) => got,
         };
         if (200..300).contains(&head.status) {
-            if head.transfer_encoding {
-                self.enabled.store(false, Ordering::Relaxed);
-                tracing::info!(
-                    uri = subject,
-                    "a GET body came without Content-Length; this client reads GETs through hyper from now on"
-                );
-                return Outcome::Unframed;
-            }
             let result = self.body(subject, get, &mut conn, &head, sink).await;
             if result.is_ok() && !head.close {
                 self.put_back(origin, conn);
             }
             return Outcome::Done(result);
         }
+        if head.transfer_encoding && !is_redirect(head.status) {
+            return Outcome::Unframed;
+        }
         Outcome::Done(Err(self.error(subject, req, conn, &head, origin).await))
     }
 
     /// Sends `wire` and reads the response head, on an idle connection if there is one,
     /// else (or when the idle one turns out closed by the server) on a new one.
-    async fn exchange(&self, subject: &str, origin: &Origin, wire: &[u8]) -> Result<(Conn, Head)> {
+    async fn exchange(
+        &self,
+        subject: &str,
+        req: &Request<()>,
+        origin: &Origin,
+        wire: &[u8],
+    ) -> Result<(Conn, Head)> {
         if let Some(mut conn) = self.take_idle(origin) {
             match send_and_read_head(&mut conn, wire).await {
                 Ok(Some(head)) => return Ok((conn, head)),
@@ -181,7 +179,7 @@ impl Direct {
                 Err(e) => return Err(self.io_error(subject, "reading the response", e)),
             }
         }
-        let mut conn = self.connect(subject, origin).await?;
+        let mut conn = self.connect(subject, req, origin).await?;
         match send_and_read_head(&mut conn, wire).await {
             Ok(Some(head)) => Ok((conn, head)),
             Ok(None) => Err(self.io_error(
@@ -196,16 +194,22 @@ impl Direct {
         }
     }
 
-    async fn connect(&self, subject: &str, origin: &Origin) -> Result<Conn> {
+    /// A new connection to `origin`, opened by hyper-util's connector (the address of
+    /// `req`'s URL), with TLS when it is https; all within the connect timeout.
+    async fn connect(&self, subject: &str, req: &Request<()>, origin: &Origin) -> Result<Conn> {
         let limit = self.cfg.timeouts.connect;
         let timed_out = || Error::Timeout {
             uri: subject.to_owned(),
             phase: TimeoutPhase::Connect,
             after: limit,
         };
+        let mut tcp = self.tcp.clone();
         let opened = tokio::time::timeout(limit, async {
-            let tcp = TcpStream::connect((origin.host.as_str(), origin.port)).await?;
-            tcp.set_nodelay(true)?;
+            let tcp = tcp
+                .call(req.uri().clone())
+                .await
+                .map_err(io::Error::other)?
+                .into_inner();
             let io: Box<dyn Io> = if origin.tls {
                 let name = rustls::pki_types::ServerName::try_from(origin.host.clone())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -221,7 +225,11 @@ impl Direct {
         .await
         .map_err(|_| timed_out())?;
         let io = opened.map_err(|e| {
-            if e.kind() == io::ErrorKind::TimedOut {
+            let timed = sources(&e).any(|s| {
+                s.downcast_ref::<io::Error>()
+                    .is_some_and(|io| io.kind() == io::ErrorKind::TimedOut)
+            });
+            if timed {
                 timed_out()
             } else {
                 self.io_error(subject, "connecting", e)
@@ -339,15 +347,20 @@ impl Direct {
     fn take_idle(&self, origin: &Origin) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let conns = idle.get_mut(origin)?;
-        while let Some((conn, since)) = conns.pop() {
-            if since.elapsed() < IDLE_TIMEOUT {
+        while let Some((mut conn, since)) = conns.pop() {
+            if since.elapsed() < IDLE_TIMEOUT && is_quiet(&mut conn) {
                 return Some(conn);
             }
         }
         None
     }
 
-    fn put_back(&self, origin: Origin, conn: Conn) {
+    /// Keeps `conn` for the next request, unless the server has sent anything more on it
+    /// (bytes no request asked for, which must never be read as the next answer) or closed it.
+    fn put_back(&self, origin: Origin, mut conn: Conn) {
+        if conn.filled > 0 || !is_quiet(&mut conn) {
+            return;
+        }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let conns = idle.entry(origin).or_default();
         if conns.len() < self.cfg.max_connections {
@@ -534,6 +547,19 @@ async fn read_exact_body(conn: &mut Conn, len: usize) -> io::Result<Bytes> {
     conn.io.read_exact(&mut rest).await?;
     body.extend_from_slice(&rest);
     Ok(body.into())
+}
+
+/// Nothing waits to be read on an idle connection: no bytes, no end of stream, no error.
+/// One read polled without waiting (its waker does nothing; the next real read registers
+/// its own).
+fn is_quiet(conn: &mut Conn) -> bool {
+    let mut probe = [0u8; 1];
+    let mut buf = ReadBuf::new(&mut probe);
+    let mut cx = Context::from_waker(Waker::noop());
+    matches!(
+        Pin::new(&mut conn.io).poll_read(&mut cx, &mut buf),
+        Poll::Pending
+    )
 }
 
 /// The server closed or reset the connection (as it may an idle one at any moment).

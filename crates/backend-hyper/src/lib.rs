@@ -127,14 +127,14 @@ impl GetAttempt for HyperWire {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let subject = req.uri.to_string();
         let url = self.addressing.object(req.uri, &[]);
-        if let Some(direct) = self.direct.as_ref().filter(|d| d.enabled()) {
+        if let Some(direct) = &self.direct {
             let signed = self
                 .transport
                 .signed(&subject, Method::GET, &url, get_headers(&subject, req)?, ())
                 .await?;
             match direct.get(&subject, req, &signed, sink).await {
                 direct::Outcome::Done(result) => return result,
-                direct::Outcome::Unframed => {} // read again through hyper, below
+                direct::Outcome::Unframed => {} // asked again through hyper, below
             }
         }
         let headers = get_headers(&subject, req)?;

@@ -43,11 +43,7 @@ pub struct Transport {
 
 impl Transport {
     pub fn new(cfg: Arc<StoreConfig>, tls: rustls::ClientConfig) -> Result<Self> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(cfg.timeouts.connect));
-        http.set_keepalive(Some(Duration::from_secs(60)));
+        let http = tcp_connector(&cfg);
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http();
@@ -205,6 +201,18 @@ impl Transport {
         };
         error_reply(subject, status, &body, request_id)
     }
+}
+
+/// How every connection of this backend is opened (hyper's and the direct path's alike):
+/// addresses tried as hyper-util does (IPv6 and IPv4 raced), no Nagle, TCP keepalive, the
+/// connect timeout.
+pub fn tcp_connector(cfg: &StoreConfig) -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(cfg.timeouts.connect));
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    http
 }
 
 /// Collects a small body (error XML, listing, multipart replies) of at most `limit` bytes

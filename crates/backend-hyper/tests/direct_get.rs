@@ -1,6 +1,7 @@
 //! The direct GET path's connection handling, against a plain HTTP/1.1 responder on a real
 //! socket: connections are kept and reused, and one the server closed while idle costs no
-//! attempt (the request goes again on a new connection).
+//! attempt (the request goes again on a new connection), and one on which the server sent
+//! bytes nobody asked for is never read again.
 
 use sluice_backend_hyper::HyperStore;
 use sluice_core::{CredentialsCache, ObjectStore, ObjectUri, RetryPolicy, StoreConfig};
@@ -13,14 +14,15 @@ use tokio::net::{TcpListener, TcpStream};
 const BODY: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
 
 /// Answers every GET on a connection with `BODY` (keep-alive), and after `per_conn`
-/// answers closes the connection. Counts connections and requests.
+/// answers closes the connection; with `unasked`, a moment after each answer it sends a
+/// second, unrequested answer of the same length. Counts connections and requests.
 struct Responder {
     endpoint: String,
     conns: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
 }
 
-async fn responder(per_conn: usize) -> Responder {
+async fn responder(per_conn: usize, unasked: Option<&'static [u8]>) -> Responder {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let conns = Arc::new(AtomicUsize::new(0));
@@ -30,7 +32,7 @@ async fn responder(per_conn: usize) -> Responder {
         loop {
             let (sock, _) = listener.accept().await.unwrap();
             c.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(serve(sock, per_conn, r.clone()));
+            tokio::spawn(serve(sock, per_conn, unasked, r.clone()));
         }
     });
     Responder {
@@ -40,7 +42,12 @@ async fn responder(per_conn: usize) -> Responder {
     }
 }
 
-async fn serve(mut sock: TcpStream, per_conn: usize, requests: Arc<AtomicUsize>) {
+async fn serve(
+    mut sock: TcpStream,
+    per_conn: usize,
+    unasked: Option<&'static [u8]>,
+    requests: Arc<AtomicUsize>,
+) {
     let mut buf = Vec::new();
     for _ in 0..per_conn {
         while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -59,6 +66,11 @@ async fn serve(mut sock: TcpStream, per_conn: usize, requests: Arc<AtomicUsize>)
         );
         sock.write_all(head.as_bytes()).await.unwrap();
         sock.write_all(BODY).await.unwrap();
+        if let Some(other) = unasked {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            sock.write_all(head.as_bytes()).await.unwrap();
+            sock.write_all(other).await.unwrap();
+        }
     }
     // Closed while the client holds the connection idle.
 }
@@ -81,7 +93,7 @@ fn store(endpoint: &str) -> HyperStore {
 
 #[tokio::test]
 async fn sequential_gets_share_one_connection() {
-    let r = responder(usize::MAX).await;
+    let r = responder(usize::MAX, None).await;
     let s = store(&r.endpoint);
     let uri = ObjectUri::new("bkt", "k").unwrap();
     for _ in 0..5 {
@@ -97,7 +109,7 @@ async fn sequential_gets_share_one_connection() {
 
 #[tokio::test]
 async fn a_connection_closed_while_idle_costs_no_attempt() {
-    let r = responder(1).await;
+    let r = responder(1, None).await;
     let s = store(&r.endpoint);
     let uri = ObjectUri::new("bkt", "k").unwrap();
     for i in 0..3 {
@@ -108,4 +120,23 @@ async fn a_connection_closed_while_idle_costs_no_attempt() {
     }
     assert_eq!(r.requests.load(Ordering::SeqCst), 3);
     assert_eq!(r.conns.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn bytes_nobody_asked_for_are_never_taken_as_the_next_answer() {
+    const WRONG: &[u8] = b"ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210";
+    assert_eq!(WRONG.len(), BODY.len());
+    let r = responder(usize::MAX, Some(WRONG)).await;
+    let s = store(&r.endpoint);
+    let uri = ObjectUri::new("bkt", "k").unwrap();
+    for i in 0..3 {
+        assert_eq!(&s.get(&uri, None).await.unwrap()[..], BODY, "GET {i}");
+        // The unasked answer arrives while the connection is idle.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert_eq!(
+        r.conns.load(Ordering::SeqCst),
+        3,
+        "a connection with unread bytes is not reused"
+    );
 }

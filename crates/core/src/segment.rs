@@ -284,8 +284,16 @@ impl Segment {
                 &mut scratch.spare_capacity_mut()[..max]
             }
         };
+        let (at, room) = (spare.as_ptr(), spare.len());
         let mut rb = tokio::io::ReadBuf::uninit(spare);
         std::task::ready!(reader.poll_read(cx, &mut rb))?;
+        // A reader may swap in a `ReadBuf` of its own (safe code can): then its bytes are
+        // not in this memory, and counting them here would expose uninitialised bytes.
+        if rb.filled().as_ptr() != at.cast() || rb.filled().len() > room {
+            return std::task::Poll::Ready(Err(std::io::Error::other(
+                "the reader filled a buffer other than the one it was given",
+            )));
+        }
         let n = rb.filled().len();
         match &mut self.data {
             // SAFETY: `ReadBuf` guarantees its first `n` bytes were initialised by the read;
