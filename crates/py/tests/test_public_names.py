@@ -3,6 +3,7 @@ name listed exists (``from M import *`` gives exactly ``__all__``) and no public
 function the module defines, or re-exports from a private submodule of its own, is left out."""
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 
@@ -35,7 +36,11 @@ def test_every_public_module_is_checked():
     for m in pkgutil.walk_packages(sluice.__path__, "sluice."):
         if not any(part.startswith("_") for part in m.name.split(".")):
             found.add(m.name)
-    assert found == set(PUBLIC_MODULES)
+    expected = set(PUBLIC_MODULES)
+    if importlib.util.find_spec("torch") is None:
+        # walk_packages imports a package to list its submodules; sluice.torch needs torch.
+        expected.discard("sluice.torch.dcp")
+    assert found == expected
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
