@@ -253,8 +253,11 @@ impl Direct {
         head: &Head,
         sink: &mut BodySink<'_>,
     ) -> Result<()> {
+        // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3): a body sent chunked
+        // with a length beside it must not be read as that many raw bytes.
         let expected = head
             .content_length
+            .filter(|_| !head.transfer_encoding)
             .ok_or_else(|| Error::transport(subject, "response has no Content-Length"))?;
         sink.begin(ResponseHead::from_headers(
             get.uri,

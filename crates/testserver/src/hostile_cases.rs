@@ -546,6 +546,23 @@ pub fn catalogue() -> Vec<Case> {
             Expect::OkOr(&OBJECT, &[Transport, Integrity]),
         ),
         c(
+            "chunked_body_with_content_length",
+            "200 with a chunked body and a Content-Length of the object's size beside it",
+            Op::Get,
+            |_, _| {
+                let mut body = b"64\r\n".to_vec();
+                body.extend_from_slice(&OBJECT);
+                body.extend_from_slice(b"\r\n0\r\n\r\n");
+                Reply::Send {
+                    status: 200,
+                    headers: h(&[("Transfer-Encoding", "chunked"), ("Content-Length", "100")]),
+                    body,
+                }
+            },
+            // Read as 100 raw bytes it would be the chunk header and 96 bytes of the object.
+            Expect::OkOr(&OBJECT, &[Transport, Integrity]),
+        ),
+        c(
             "head_without_content_length",
             "HEAD answered 200 without Content-Length",
             Op::Head,
