@@ -216,32 +216,18 @@ impl Segment {
         max: usize,
     ) -> std::io::Result<usize> {
         use std::os::fd::AsRawFd;
-        let mut max = self.remaining().map_or(max, |r| r.min(max));
+        let max = self.remaining().map_or(max, |r| r.min(max));
         let offset = libc::off_t::try_from(offset).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "file offset out of range")
         })?;
-        let spare = match &mut self.data {
-            Data::Kept(buf) => {
-                buf.reserve(max);
-                &mut buf.spare_capacity_mut()[..max]
-            }
-            Data::Counted { scratch, .. } => {
-                max = max.min(COUNT_SCRATCH);
-                scratch.reserve(max);
-                &mut scratch.spare_capacity_mut()[..max]
-            }
-        };
+        let spare = self.spare(max, COUNT_SCRATCH);
+        let max = spare.len();
         // SAFETY: `spare` is `max` bytes of an allocation this segment owns, exclusively
         // borrowed; pread writes at most `max` bytes there and nowhere else.
         let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), max, offset) };
         let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
-        match &mut self.data {
-            // SAFETY: pread initialised the first `n` (<= `max`) bytes past the current
-            // length, which lie within the capacity reserved above.
-            Data::Kept(buf) => unsafe { buf.set_len(buf.len() + n) },
-            // The scratch's bytes are never read: counted, they have served.
-            Data::Counted { written, .. } => *written += n,
-        }
+        // SAFETY: pread initialised the first `n` (<= `max`) bytes of `spare`.
+        unsafe { self.advance(n) };
         Ok(n)
     }
 
@@ -262,28 +248,16 @@ impl Segment {
         if max == 0 {
             return std::task::Poll::Ready(Ok(0));
         }
-        let spare = match &mut self.data {
-            Data::Kept(buf) => {
-                let room = buf.capacity() - buf.len();
-                let max = if room >= max || self.expected.is_some() {
-                    // A fixed segment's buffer holds its whole length (`from_buffer`).
-                    buf.reserve(max);
-                    max
-                } else if room > 0 {
-                    room
-                } else {
-                    let step = max.min(GROW_STEP);
-                    buf.reserve(step);
-                    step
-                };
-                &mut buf.spare_capacity_mut()[..max]
-            }
-            Data::Counted { scratch, .. } => {
-                let max = max.min(COUNT_SOCKET_READ);
-                scratch.reserve(max);
-                &mut scratch.spare_capacity_mut()[..max]
-            }
+        // A growable segment fills the room it has before it grows, and grows by a step.
+        let want = match (&self.data, self.expected) {
+            (Data::Kept(buf), None) => match buf.capacity() - buf.len() {
+                room if room >= max => max,
+                0 => max.min(GROW_STEP),
+                room => room,
+            },
+            _ => max,
         };
+        let spare = self.spare(want, COUNT_SOCKET_READ);
         let (at, room) = (spare.as_ptr(), spare.len());
         let mut rb = tokio::io::ReadBuf::uninit(spare);
         std::task::ready!(reader.poll_read(cx, &mut rb))?;
@@ -295,15 +269,42 @@ impl Segment {
             )));
         }
         let n = rb.filled().len();
+        // SAFETY: `ReadBuf` guarantees its first `n` bytes were initialised by the read, and
+        // they are the first `n` bytes of `spare` (checked above).
+        unsafe { self.advance(n) };
+        std::task::Poll::Ready(Ok(n))
+    }
+
+    /// Room for the next read of `want` bytes, past what is written: in the buffer (reserved
+    /// if it lacks it; a fixed segment's already holds its whole length), or for a counting
+    /// segment in its scratch, at most `count_cap` bytes of it.
+    fn spare(&mut self, want: usize, count_cap: usize) -> &mut [std::mem::MaybeUninit<u8>] {
         match &mut self.data {
-            // SAFETY: `ReadBuf` guarantees its first `n` bytes were initialised by the read;
-            // they are the first `n` bytes past the buffer's length, within the capacity
-            // reserved above.
+            Data::Kept(buf) => {
+                buf.reserve(want);
+                &mut buf.spare_capacity_mut()[..want]
+            }
+            Data::Counted { scratch, .. } => {
+                let want = want.min(count_cap);
+                scratch.reserve(want);
+                &mut scratch.spare_capacity_mut()[..want]
+            }
+        }
+    }
+
+    /// Counts `n` bytes a read put at the start of `spare`'s room.
+    ///
+    /// # Safety
+    /// The first `n` bytes of the slice the last `spare` returned must be initialised.
+    #[allow(unsafe_code)]
+    unsafe fn advance(&mut self, n: usize) {
+        match &mut self.data {
+            // SAFETY: the caller's promise: those bytes lie past the length, within the
+            // capacity `spare` reserved, and are initialised.
             Data::Kept(buf) => unsafe { buf.set_len(buf.len() + n) },
             // The scratch's bytes are never read: counted, they have served.
             Data::Counted { written, .. } => *written += n,
         }
-        std::task::Poll::Ready(Ok(n))
     }
 
     /// Drops everything written after the first `len` bytes (to read them again).

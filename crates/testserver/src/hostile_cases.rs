@@ -135,6 +135,20 @@ fn claims(len: &str, body: &[u8]) -> Reply {
     }
 }
 
+/// A 200 with the object as one chunk (`Transfer-Encoding: chunked`), and `more` headers.
+fn chunked(more: &[(&str, &str)]) -> Reply {
+    let mut body = format!("{:x}\r\n", OBJECT.len()).into_bytes();
+    body.extend_from_slice(&OBJECT);
+    body.extend_from_slice(b"\r\n0\r\n\r\n");
+    let mut headers = h(&[("Transfer-Encoding", "chunked")]);
+    headers.extend(h(more));
+    Reply::Send {
+        status: 200,
+        headers,
+        body,
+    }
+}
+
 /// Where a request's `Range: bytes=S-` or `bytes=S-E` starts (0 without one).
 fn range_start(req: &Seen) -> u64 {
     req.header("range")
@@ -533,32 +547,14 @@ pub fn catalogue() -> Vec<Case> {
             "chunked_body",
             "200 with a chunked body (no Content-Length)",
             Op::Get,
-            |_, _| {
-                let mut body = b"64\r\n".to_vec();
-                body.extend_from_slice(&OBJECT);
-                body.extend_from_slice(b"\r\n0\r\n\r\n");
-                Reply::Send {
-                    status: 200,
-                    headers: h(&[("Transfer-Encoding", "chunked")]),
-                    body,
-                }
-            },
+            |_, _| chunked(&[]),
             Expect::OkOr(&OBJECT, &[Transport, Integrity]),
         ),
         c(
             "chunked_body_with_content_length",
             "200 with a chunked body and a Content-Length of the object's size beside it",
             Op::Get,
-            |_, _| {
-                let mut body = b"64\r\n".to_vec();
-                body.extend_from_slice(&OBJECT);
-                body.extend_from_slice(b"\r\n0\r\n\r\n");
-                Reply::Send {
-                    status: 200,
-                    headers: h(&[("Transfer-Encoding", "chunked"), ("Content-Length", "100")]),
-                    body,
-                }
-            },
+            |_, _| chunked(&[("Content-Length", "100")]),
             // Read as 100 raw bytes it would be the chunk header and 96 bytes of the object.
             Expect::OkOr(&OBJECT, &[Transport, Integrity]),
         ),
