@@ -111,25 +111,36 @@ fn object_meta(uri: ObjectUri, meta: &std::fs::Metadata) -> ObjectMeta {
     }
 }
 
-/// Metadata of the file at `path`; a directory is not an object (S3 answers 404).
+/// Metadata of the file at `path`; a directory is not an object (S3 answers 404), nor is
+/// a FIFO, socket or device (whose read could block forever or never end).
 fn file_meta(uri: &ObjectUri, path: &Path) -> Result<std::fs::Metadata> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(uri.to_string(), "stat", e))?;
+    regular(uri, meta)
+}
+
+fn regular(uri: &ObjectUri, meta: std::fs::Metadata) -> Result<std::fs::Metadata> {
     if meta.is_dir() {
         return Err(Error::NotFound {
             uri: uri.to_string(),
             code: "EISDIR".into(),
         });
     }
+    if !meta.is_file() {
+        return Err(Error::NotFound {
+            uri: uri.to_string(),
+            code: "not a regular file (a FIFO, socket or device)".into(),
+        });
+    }
     Ok(meta)
 }
 
+/// Opens `path` for reading, refusing what is not a regular file. `O_NONBLOCK`: a FIFO put
+/// in the file's place since it was looked at must not block the open (it is refused after).
 fn open_for_read(uri: &ObjectUri, path: &Path, direct: bool) -> Result<std::fs::File> {
     let mut opts = std::fs::OpenOptions::new();
     opts.read(true);
-    if direct {
-        opts.custom_flags(libc::O_DIRECT);
-    }
-    opts.open(path).map_err(|e| {
+    opts.custom_flags(libc::O_NONBLOCK | if direct { libc::O_DIRECT } else { 0 });
+    let file = opts.open(path).map_err(|e| {
         if direct && e.raw_os_error() == Some(libc::EINVAL) {
             Error::Io {
                 uri: uri.to_string(),
@@ -139,7 +150,12 @@ fn open_for_read(uri: &ObjectUri, path: &Path, direct: bool) -> Result<std::fs::
         } else {
             Error::io(uri.to_string(), "open", e)
         }
-    })
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(uri.to_string(), "stat", e))?;
+    regular(uri, meta)?;
+    Ok(file)
 }
 
 #[async_trait]

@@ -1,5 +1,10 @@
 //! Listing by directory walk, with S3's semantics: keys that start with the prefix, in byte
 //! order; without `recursive`, directories below the prefix's level become common prefixes.
+//!
+//! Only regular files are objects (a link to one counts as the file). A recursive walk does
+//! not descend into a symbolic link to a directory, as `find` and `rm -r` do not: `sluice rm
+//! -r file:///tree/` must never delete outside the tree. The walk's own starting directory
+//! may be (or run through) a link, so naming `file:///tree/link/` lists through it.
 
 use crate::{TMP_MARKER, object_meta};
 use sluice_core::{Error, ListEntry, ObjectUri, Result};
@@ -33,7 +38,12 @@ pub fn walk(prefix: &ObjectUri, recursive: bool) -> Result<Vec<ListEntry>> {
                 continue;
             }
             let child = format!("{dir}{name}");
-            // Follows symbolic links (datasets are often links into other mounts).
+            let is_link = entry
+                .file_type()
+                .map_err(io("read directory"))?
+                .is_symlink();
+            // A link to a file is listed as the file (datasets are often links into other
+            // mounts); see the module's doc for links to directories.
             let meta = match std::fs::metadata(entry.path()) {
                 // Gone since the directory was read, a dangling link, or a link loop.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -47,10 +57,13 @@ pub fn walk(prefix: &ObjectUri, recursive: bool) -> Result<Vec<ListEntry>> {
                 }
                 if !recursive {
                     out.push(ListEntry::Prefix(prefix.with_key(sub)));
-                } else if seen.insert((meta.dev(), meta.ino())) {
-                    // Each directory once: a link back up the tree cannot loop the walk.
+                } else if !is_link && seen.insert((meta.dev(), meta.ino())) {
+                    // Each directory once: a bind mount of a directory above cannot loop it.
                     dirs.push(sub);
                 }
+            } else if !meta.is_file() {
+                // A FIFO, socket or device is no object: a read of a FIFO would block.
+                continue;
             } else if child.starts_with(key) {
                 out.push(ListEntry::Object(object_meta(
                     prefix.with_key(child),

@@ -231,6 +231,99 @@ async fn listing_follows_s3_rules(ctx: Ctx) {
     assert_eq!(ctx.store.get(first.uri(), None).await.unwrap().len(), 10);
 }
 
+/// A recursive walk (what `sluice rm -r` deletes) never leaves the tree through a link to a
+/// directory; a link to a file is the file; naming the link walks through it.
+async fn walks_stay_in_the_tree(ctx: Ctx) {
+    ctx.seed("tree/own", 4);
+    let outside = ctx.seed("elsewhere/victim", 6);
+    ctx.seed("target-file", 7);
+    std::os::unix::fs::symlink(
+        ctx.dir.path().join("elsewhere"),
+        ctx.dir.path().join("tree/dirlink"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        ctx.dir.path().join("target-file"),
+        ctx.dir.path().join("tree/filelink"),
+    )
+    .unwrap();
+    let keys = |entries: Vec<ListEntry>| -> Vec<String> {
+        let base = ctx.uri("").key().to_owned();
+        let key = |e: &ListEntry| e.uri().key().strip_prefix(&base).unwrap().to_owned();
+        entries.iter().map(key).collect()
+    };
+    let all: Vec<ListEntry> = ctx
+        .store
+        .list(&ctx.uri("tree/"), true)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(keys(all.clone()), ["tree/filelink", "tree/own"]);
+    // What rm -r does: delete every object the walk found.
+    for e in &all {
+        ctx.store.delete(e.uri()).await.unwrap();
+    }
+    assert_eq!(
+        std::fs::read(ctx.dir.path().join("elsewhere/victim")).unwrap(),
+        outside
+    );
+    assert_eq!(
+        std::fs::read(ctx.dir.path().join("target-file"))
+            .unwrap()
+            .len(),
+        7,
+        "the link went, not its file"
+    );
+    assert_eq!(files_in(&ctx.dir.path().join("tree")), ["dirlink"]);
+    let top: Vec<ListEntry> = ctx
+        .store
+        .list(&ctx.uri("tree/"), false)
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(matches!(&top[..], [ListEntry::Prefix(p)] if p.key().ends_with("tree/dirlink/")));
+    let through: Vec<ListEntry> = ctx
+        .store
+        .list(&ctx.uri("tree/dirlink/"), true)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(keys(through), ["tree/dirlink/victim"]);
+}
+
+/// A FIFO is no object: not listed, and a read of it fails at once instead of blocking.
+async fn fifos_are_not_objects(ctx: Ctx) {
+    ctx.seed("pipes/file", 3);
+    let fifo = ctx.dir.path().join("pipes/fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let listed: Vec<ListEntry> = ctx
+        .store
+        .list(&ctx.uri("pipes/"), true)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let fifo_uri = ctx.uri("pipes/fifo");
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        ctx.store.get(&fifo_uri, None),
+    );
+    let err = read
+        .await
+        .expect("a read of a FIFO must not block")
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NotFound { .. }) && err.to_string().contains("regular file"),
+        "{err}"
+    );
+    let err = ctx.store.head(&ctx.uri("pipes/fifo")).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
 async fn delete_removes_and_missing_is_fine(ctx: Ctx) {
     ctx.seed("del/x", 5);
     let uri = ctx.uri("del/x");
@@ -319,6 +412,8 @@ cases!(
     range_past_the_end_is_invalid_range,
     missing_files_and_directories_are_not_found,
     listing_follows_s3_rules,
+    walks_stay_in_the_tree,
+    fifos_are_not_objects,
     delete_removes_and_missing_is_fine,
     overwrite_replaces_whole,
     put_to_a_directory_path_is_refused,

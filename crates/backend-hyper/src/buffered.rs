@@ -5,10 +5,11 @@
 //! 4 KiB that is still in cache. Plain http needs none of this (hyper itself reads up to
 //! `READ_BUF_MAX` at once), so only `https` connections get the buffer.
 
+use crate::transport::Tcp;
 use futures::future::BoxFuture;
 use http::Uri;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::TokioIo;
 use std::io;
 use std::pin::Pin;
@@ -23,18 +24,18 @@ pub const TLS_READ_BUF: usize = 256 << 10;
 /// `HttpConnector` whose `https` connections read through a `TLS_READ_BUF` buffer.
 #[derive(Debug, Clone)]
 pub struct BufferedConnector {
-    inner: HttpConnector,
+    inner: Tcp,
 }
 
 impl BufferedConnector {
-    pub fn new(inner: HttpConnector) -> Self {
+    pub fn new(inner: Tcp) -> Self {
         Self { inner }
     }
 }
 
 impl Service<Uri> for BufferedConnector {
     type Response = Stream;
-    type Error = <HttpConnector as Service<Uri>>::Error;
+    type Error = <Tcp as Service<Uri>>::Error;
     type Future = BoxFuture<'static, Result<Stream, Self::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -160,7 +161,9 @@ mod tests {
                     sock.write_all(piece).await.unwrap();
                 }
             });
-            let mut http = HttpConnector::new();
+            let mut http = hyper_util::client::legacy::connect::HttpConnector::new_with_resolver(
+                crate::resolve::GuardedResolver::new(false),
+            );
             http.enforce_http(false);
             let uri: Uri = format!("{scheme}://{addr}/").parse().unwrap();
             let stream = BufferedConnector::new(http).call(uri).await.unwrap();

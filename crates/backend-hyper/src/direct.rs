@@ -21,7 +21,6 @@
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
-use hyper_util::client::legacy::connect::HttpConnector;
 use sluice_core::error::sources;
 use sluice_core::redirect::{Moved, is_redirect};
 use sluice_core::reply::{MAX_ERROR_BODY, error_reply};
@@ -68,10 +67,33 @@ struct Origin {
 
 /// The direct GET path of one client: its idle connections and how to open new ones.
 pub struct Direct {
-    tcp: HttpConnector,
+    tcp: crate::transport::Tcp,
     tls: TlsConnector,
     cfg: Arc<StoreConfig>,
-    idle: Mutex<HashMap<Origin, Vec<(Conn, Instant)>>>,
+    idle: Arc<Mutex<Idle>>,
+    /// How long an idle connection is kept (`IDLE_TIMEOUT`; tests shorten it).
+    idle_timeout: Duration,
+}
+
+/// Idle connections by origin, oldest first, each with when it went idle.
+#[derive(Default)]
+struct Idle {
+    conns: HashMap<Origin, Vec<(Conn, Instant)>>,
+    /// A task closes connections that stay idle too long while there are any (hyper's
+    /// pool does the same with its idle interval): a client that stops reading must not
+    /// hold sockets (and the server's slots) open forever.
+    reaper: bool,
+}
+
+impl Idle {
+    /// Closes every connection idle for `timeout` or more; whether any is left.
+    fn reap(&mut self, timeout: Duration) -> bool {
+        for conns in self.conns.values_mut() {
+            conns.retain(|(_, since)| since.elapsed() < timeout);
+        }
+        self.conns.retain(|_, c| !c.is_empty());
+        !self.conns.is_empty()
+    }
 }
 
 impl std::fmt::Debug for Direct {
@@ -115,7 +137,8 @@ impl Direct {
             tcp: crate::transport::tcp_connector(&cfg),
             tls: TlsConnector::from(Arc::new(tls)),
             cfg,
-            idle: Mutex::default(),
+            idle: Arc::default(),
+            idle_timeout: IDLE_TIMEOUT,
         }
     }
 
@@ -148,6 +171,10 @@ impl Direct {
             Ok(Ok(got)) => got,
         };
         if (200..300).contains(&head.status) {
+            // Not reused after another 2xx: its framing is not one this path reads.
+            if let Err(e) = ResponseHead::check_status(get.uri, head.status) {
+                return Outcome::Done(Err(e));
+            }
             let result = self.body(subject, get, &mut conn, &head, sink).await;
             if result.is_ok() && !head.close {
                 self.put_back(origin, conn);
@@ -349,9 +376,10 @@ impl Direct {
 
     fn take_idle(&self, origin: &Origin) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let conns = idle.get_mut(origin)?;
+        let conns = idle.conns.get_mut(origin)?;
+        // The newest first: the likeliest to be still open at the server.
         while let Some((mut conn, since)) = conns.pop() {
-            if since.elapsed() < IDLE_TIMEOUT && is_quiet(&mut conn) {
+            if since.elapsed() < self.idle_timeout && is_quiet(&mut conn) {
                 return Some(conn);
             }
         }
@@ -360,15 +388,43 @@ impl Direct {
 
     /// Keeps `conn` for the next request, unless the server has sent anything more on it
     /// (bytes no request asked for, which must never be read as the next answer) or closed it.
+    /// A full pool closes its oldest connection (the likeliest to be closed by the server
+    /// soon) to keep this one.
     fn put_back(&self, origin: Origin, mut conn: Conn) {
         if conn.filled > 0 || !is_quiet(&mut conn) {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let conns = idle.entry(origin).or_default();
-        if conns.len() < self.cfg.max_connections {
-            conns.push((conn, Instant::now()));
+        idle.reap(self.idle_timeout);
+        let conns = idle.conns.entry(origin).or_default();
+        if conns.len() >= self.cfg.max_connections.max(1) {
+            conns.remove(0);
         }
+        conns.push((conn, Instant::now()));
+        if !idle.reaper {
+            idle.reaper = self.start_reaper();
+        }
+    }
+
+    /// Starts the task that reaps idle connections until none is left (or the client is
+    /// gone); whether it started (outside a runtime it cannot, and `put_back` retries).
+    fn start_reaper(&self) -> bool {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        let (idle, timeout) = (Arc::downgrade(&self.idle), self.idle_timeout);
+        rt.spawn(async move {
+            loop {
+                tokio::time::sleep(timeout / 2).await;
+                let Some(idle) = idle.upgrade() else { return };
+                let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
+                if !idle.reap(timeout) {
+                    idle.reaper = false;
+                    return;
+                }
+            }
+        });
+        true
     }
 
     fn io_error(&self, subject: &str, doing: &str, e: io::Error) -> Error {
@@ -579,6 +635,84 @@ fn is_disconnect(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// `n` connections to a local listener, and the server's ends (to see which close).
+    async fn conns(n: usize) -> (Vec<Conn>, Vec<TcpStream>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mut clients, mut servers) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            let c = TcpStream::connect(addr).await.unwrap();
+            servers.push(listener.accept().await.unwrap().0);
+            clients.push(Conn {
+                io: Box::new(c),
+                buf: vec![0; 16],
+                filled: 0,
+            });
+        }
+        (clients, servers)
+    }
+
+    /// Whether the client closed the server's end `s` (seen within 5 s).
+    async fn closed(s: &mut TcpStream) -> bool {
+        let mut b = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b)).await;
+        matches!(read, Ok(Ok(0)))
+    }
+
+    fn direct(max_connections: usize, idle_timeout: Duration) -> (Direct, Origin) {
+        let mut cfg = StoreConfig::new(
+            Some("http://127.0.0.1:1".parse().unwrap()),
+            "us-east-1",
+            sluice_core::CredentialsCache::anonymous(),
+        );
+        cfg.max_connections = max_connections;
+        let tls = crate::transport::tls_config(&cfg).unwrap();
+        let mut d = Direct::new(Arc::new(cfg), &tls);
+        d.idle_timeout = idle_timeout;
+        let origin = Origin {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port: 1,
+        };
+        (d, origin)
+    }
+
+    #[tokio::test]
+    async fn a_full_pool_closes_its_oldest_connection_to_keep_the_new_one() {
+        let (d, origin) = direct(2, IDLE_TIMEOUT);
+        let (clients, mut servers) = conns(3).await;
+        for c in clients {
+            d.put_back(origin.clone(), c);
+        }
+        assert!(closed(&mut servers[0]).await, "the oldest is closed");
+        // The newest is taken first, and it is the last one put back.
+        let mut newest = d.take_idle(&origin).expect("kept");
+        newest.io.write_all(b"n").await.unwrap();
+        let mut b = [0u8; 1];
+        servers[2].read_exact(&mut b).await.unwrap();
+        assert_eq!(&b, b"n");
+        assert!(d.take_idle(&origin).is_some() && d.take_idle(&origin).is_none());
+    }
+
+    #[tokio::test]
+    async fn connections_idle_too_long_are_closed_without_another_request() {
+        let (d, origin) = direct(8, Duration::from_millis(100));
+        let (clients, mut servers) = conns(2).await;
+        for c in clients {
+            d.put_back(origin.clone(), c);
+        }
+        for s in &mut servers {
+            assert!(closed(s).await, "an idle connection is reaped");
+        }
+        let idle = d.idle.lock().unwrap();
+        assert!(
+            idle.conns.is_empty() && !idle.reaper,
+            "the reaper stops when none is left"
+        );
+    }
 
     #[test]
     fn a_head_is_read_once_complete_and_its_fields_kept() {

@@ -12,6 +12,7 @@
 mod addressing;
 mod buffered;
 mod direct;
+mod resolve;
 pub mod sigv4;
 mod transport;
 mod xml;
@@ -142,6 +143,7 @@ impl GetAttempt for HyperWire {
             .transport
             .send(&subject, Method::GET, &url, headers, Bytes::new())
             .await?;
+        ResponseHead::check_status(req.uri, resp.status().as_u16())?;
         let h = resp.headers();
         let content_length = parse_u64(h, "content-length")
             .ok_or_else(|| Error::transport(&subject, "response has no Content-Length"))?;

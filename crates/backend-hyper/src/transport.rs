@@ -1,6 +1,7 @@
 //! The HTTP client: pooled hyper 1 connections over rustls, bounded waits, request signing,
 //! and S3 error responses turned into `sluice_core::Error`.
 
+use crate::resolve::GuardedResolver;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
 use http_body_util::{BodyExt, Full};
@@ -203,11 +204,15 @@ impl Transport {
     }
 }
 
+/// The connector every connection of this backend opens through.
+pub type Tcp = HttpConnector<GuardedResolver>;
+
 /// How every connection of this backend is opened (hyper's and the direct path's alike):
 /// addresses tried as hyper-util does (IPv6 and IPv4 raced), no Nagle, TCP keepalive, the
-/// connect timeout.
-pub fn tcp_connector(cfg: &StoreConfig) -> HttpConnector {
-    let mut http = HttpConnector::new();
+/// connect timeout; for a redirect's target, no metadata address (`resolve`).
+pub fn tcp_connector(cfg: &StoreConfig) -> Tcp {
+    let mut http =
+        HttpConnector::new_with_resolver(GuardedResolver::new(cfg.refuse_metadata_addresses));
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(cfg.timeouts.connect));

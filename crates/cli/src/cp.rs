@@ -20,7 +20,7 @@ use sluice_core::{
     ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, Segment, WriteOptions,
 };
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -115,7 +115,7 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
     if a.jobs == 0 {
         return Err(Failure::Usage("--jobs: must be at least 1".into()));
     }
-    let cfg = a.store.config().await?;
+    let cfg = a.store.config_for(&[&a.src, &a.dst]).await?;
     let parts = WriteOptions::from_config(&cfg);
     let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let (src, dst) = (loc(&a.src)?, loc(&a.dst)?);
@@ -159,7 +159,7 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
                     Err(e) => Err(e),
                     Ok(to) => copy_job(store.as_ref(), &job, &to, a, parts, bar)
                         .await
-                        .map(|s| (to, s)),
+                        .map(|s| (to.uri, s)),
                 };
                 report(&job, outcome, a.json)
             }
@@ -279,18 +279,33 @@ fn glob(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
+/// Where one object goes: its URI, and for a file under a local destination directory, that
+/// directory and the key's path under it, which `OutFile` writes without following a
+/// symlink on the way (the check here is only the early refusal).
+#[derive(Debug)]
+struct Dest {
+    uri: ObjectUri,
+    confined: Option<(PathBuf, Vec<String>)>,
+}
+
 /// Where `job` goes: under `dst` by its relative path when copying many or when `dst` is
 /// a prefix or directory (ends in `/`), else `dst` itself. A relative path that is not a
 /// safe file name is refused for a local destination.
-fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<ObjectUri, String> {
+fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<Dest, String> {
     if !many && !dst.key().ends_with('/') {
-        return Ok(dst.clone());
+        return Ok(Dest {
+            uri: dst.clone(),
+            confined: None,
+        });
     }
+    let mut confined = None;
     if dst.scheme() != sluice_core::Scheme::S3 {
         let why = |why: String| format!("{}: {why}", job.src);
         match crate::outdir::target(&job.rel).map_err(why)? {
             crate::outdir::Target::File(segments) => {
-                crate::outdir::no_symlinks(Path::new(dst.key()), &segments).map_err(why)?;
+                let dir = PathBuf::from(dst.key());
+                crate::outdir::no_symlinks(&dir, &segments).map_err(why)?;
+                confined = Some((dir, segments));
             }
             crate::outdir::Target::DirMarker => {}
         }
@@ -300,7 +315,10 @@ fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<ObjectUri, Stri
         key.push('/');
     }
     key.push_str(&job.rel);
-    Ok(dst.with_key(key))
+    Ok(Dest {
+        uri: dst.with_key(key),
+        confined,
+    })
 }
 
 /// What happened to one object.
@@ -313,23 +331,39 @@ enum Done {
 async fn copy_job(
     store: &dyn ObjectStore,
     job: &Job,
-    to: &ObjectUri,
+    dest: &Dest,
     a: &CpArgs,
     parts: WriteOptions,
     bar: &indicatif::ProgressBar,
 ) -> Result<Done, String> {
     let fail = |e: Error| e.to_string();
-    if a.no_clobber && store.head(to).await.is_ok() {
+    if a.no_clobber && store.head(&dest.uri).await.is_ok() {
         bar.inc(job.size.unwrap_or(0));
         return Ok(Done::Exists);
     }
     if a.dry_run {
         return Ok(Done::WouldCopy);
     }
+    let to = &dest.uri;
     let size = match job.size {
         Some(n) => n,
         None => store.head(&job.src).await.map_err(fail)?.size,
     };
+    if let Some((dir, segments)) = &dest.confined {
+        let file = crate::outdir::OutFile::create(dir, segments, size)?;
+        let mut at = 0;
+        while at < size {
+            let len = CHUNK.min(size - at);
+            let chunk = read(store, &job.src, job.etag.clone(), at, len)
+                .await
+                .map_err(fail)?;
+            file.write_at(&chunk, at)?;
+            at += chunk.len() as u64;
+            bar.inc(chunk.len() as u64);
+        }
+        file.publish()?;
+        return Ok(Done::Copied(size));
+    }
     if size <= sluice_core::MAX_COPY_SIZE {
         match store.copy(&job.src, to).await {
             Ok(Some(_)) => {
@@ -530,16 +564,22 @@ mod tests {
         };
         let s3 = ObjectUri::parse("s3://out/x/").unwrap();
         assert_eq!(
-            destination(&job("a/b"), &s3, true).unwrap().to_string(),
+            destination(&job("a/b"), &s3, true).unwrap().uri.to_string(),
             "s3://out/x/a/b"
         );
         let file = ObjectUri::parse("file:///tmp/out").unwrap();
         assert_eq!(
-            destination(&job("a"), &file, false).unwrap().to_string(),
+            destination(&job("a"), &file, false)
+                .unwrap()
+                .uri
+                .to_string(),
             "file:///tmp/out"
         );
         assert_eq!(
-            destination(&job("a/b"), &file, true).unwrap().to_string(),
+            destination(&job("a/b"), &file, true)
+                .unwrap()
+                .uri
+                .to_string(),
             "file:///tmp/out/a/b"
         );
         assert!(

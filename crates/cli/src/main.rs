@@ -67,9 +67,25 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-    pub async fn open(&self) -> Result<Arc<dyn ObjectStore>, Failure> {
-        let cfg = self.config().await?;
+    /// The store for a command on `uris` (URIs, local paths, `-`).
+    pub async fn open_for(&self, uris: &[&str]) -> Result<Arc<dyn ObjectStore>, Failure> {
+        let cfg = self.config_for(uris).await?;
         Ok(sluice::registry::open(self.backend.as_deref(), cfg)?)
+    }
+
+    /// As `config`, for a command on `uris`: when none of them is an `s3://` URI the work is
+    /// local and looks up no AWS configuration at all (no profile files, no credentials
+    /// chain, no instance metadata, whose absence would only be reported as noise).
+    pub async fn config_for(&self, uris: &[&str]) -> Result<StoreConfig, Failure> {
+        let s3 = |u: &&str| u.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("s3://"));
+        if uris.iter().any(s3) {
+            return self.config().await;
+        }
+        Ok(StoreConfig::new(
+            None,
+            sluice_core::config::DEFAULT_REGION,
+            sluice_core::CredentialsCache::anonymous(),
+        ))
     }
 
     /// The environment's configuration with this command line's overrides.

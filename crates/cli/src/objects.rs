@@ -37,7 +37,7 @@ pub struct LsArgs {
 }
 
 pub async fn ls(a: LsArgs) -> Result<(), Failure> {
-    let store = a.store.open().await?;
+    let store = a.store.open_for(&[&a.uri]).await?;
     let uri = parse_uri(&a.uri)?;
     let mut entries = store.list(&uri, a.recursive);
     // Each entry as it arrives: a listing of millions of keys is never held.
@@ -204,7 +204,8 @@ fn plan_output(
 }
 
 pub async fn get(a: GetArgs) -> Result<(), Failure> {
-    let store = a.store.open().await?;
+    let uris: Vec<&str> = a.uris.iter().map(String::as_str).collect();
+    let store = a.store.open_for(&uris).await?;
     let (dataset, paths) = expand(store.as_ref(), &a.uris).await?;
     let (dataset, files, refused) = match &a.out {
         Some(dir) => plan_output(&dataset, &paths, dir),
@@ -402,7 +403,8 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
     if a.jobs == 0 {
         return Err(Failure::Usage("--jobs: must be at least 1".into()));
     }
-    let store = a.store.open().await?;
+    let uris: Vec<&str> = a.uris.iter().map(String::as_str).collect();
+    let store = a.store.open_for(&uris).await?;
     let mut targets = Vec::new();
     for s in &a.uris {
         let uri = parse_uri(s)?;
@@ -531,7 +533,7 @@ pub async fn generate(a: GenArgs) -> Result<(), Failure> {
         ));
     }
     let base = parse_uri(&a.uri)?;
-    let store = a.store.open().await?;
+    let store = a.store.open_for(&[&a.uri]).await?;
     let t0 = Instant::now();
     let bytes = write_dataset(store, &base, a.count, a.size, a.jobs, a.json).await?;
     let elapsed = t0.elapsed();

@@ -3,7 +3,12 @@
 //! directory on the way may be a symlink, and each file appears whole or not at all (written
 //! to a temporary name beside it, then renamed over the target, never written through it).
 
-use std::fs::{self, OpenOptions};
+use rustix::fs::{
+    AtFlags, CWD, FileType, Mode, OFlags, mkdirat, openat, renameat, statat, unlinkat,
+};
+use rustix::io::Errno;
+use std::fs;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -42,37 +47,91 @@ pub fn target(rel: &str) -> Result<Target, String> {
 }
 
 /// Refuses a path whose directories under `dir` that exist already are symlinks or not
-/// directories (those not there yet will be made as directories).
+/// directories (those not there yet will be made as directories). A check before the work
+/// starts, to refuse early; the writes themselves (`OutFile`) never follow a symlink either.
 pub fn no_symlinks(dir: &Path, segments: &[String]) -> Result<(), String> {
-    walk_dirs(dir, segments, false).map(drop)
+    match open_root(dir) {
+        Ok(root) => walk_dirs(root, dir, segments, false).map(drop),
+        // Not there yet: nothing under it can be a symlink.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+    }
 }
 
-/// Walks the directories of `segments` (all but the file name) under `dir`, refusing a
-/// symlink or a non-directory on the way; those missing are made when `create`, else the
-/// walk ends there. Returns the deepest directory reached.
-fn walk_dirs(dir: &Path, segments: &[String], create: bool) -> Result<PathBuf, String> {
-    let mut at = dir.to_path_buf();
+/// The output directory itself: the user's choice, which may be (or run through) a symlink.
+fn open_root(dir: &Path) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    Ok(openat(CWD, dir, flags, Mode::empty())?)
+}
+
+/// Opens the directory `name` relative to `at` without following a symlink (`O_NOFOLLOW`
+/// applies to its last component; every earlier one was opened the same way). One that is
+/// missing is made with `create`, else `None`. `shown` names it in errors.
+fn open_dir<Fd: AsFd>(
+    at: Fd,
+    name: &Path,
+    shown: &Path,
+    create: bool,
+) -> Result<Option<OwnedFd>, String> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // Linux answers a symlink under O_DIRECTORY | O_NOFOLLOW with ENOTDIR (ELOOP without
+    // O_DIRECTORY): look at what it is to say which.
+    let is_link = || {
+        statat(&at, name, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+    };
+    let why = |e: Errno| match e {
+        Errno::LOOP | Errno::NOTDIR if is_link() => {
+            format!("{} is a symlink; not following it", shown.display())
+        }
+        Errno::NOTDIR => format!("{} exists and is not a directory", shown.display()),
+        e => format!("{}: {}", shown.display(), std::io::Error::from(e)),
+    };
+    match openat(&at, name, flags, Mode::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::NOENT) if !create => Ok(None),
+        Err(Errno::NOENT) => {
+            match mkdirat(&at, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => {
+                    return Err(format!(
+                        "creating {}: {}",
+                        shown.display(),
+                        std::io::Error::from(e)
+                    ));
+                }
+            }
+            openat(&at, name, flags, Mode::empty())
+                .map(Some)
+                .map_err(why)
+        }
+        Err(e) => Err(why(e)),
+    }
+}
+
+/// Walks the directories of `segments` (all but the file name) down from the open directory
+/// `root` (which is `dir`), each opened relative to the one before without following a
+/// symlink, so that nothing swapped in between a check and a write can redirect it. Missing
+/// directories are made when `create`, else the walk ends there. Returns the deepest
+/// directory reached and its path.
+fn walk_dirs(
+    root: OwnedFd,
+    dir: &Path,
+    segments: &[String],
+    create: bool,
+) -> Result<(OwnedFd, PathBuf), String> {
+    let (mut fd, mut path) = (root, dir.to_path_buf());
     for seg in segments
         .split_last()
         .map_or(&[][..], |(_, parents)| parents)
     {
-        at.push(seg);
-        match fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!("{} is a symlink; not following it", at.display()));
-            }
-            Ok(m) if !m.is_dir() => {
-                return Err(format!("{} exists and is not a directory", at.display()));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-                fs::create_dir(&at).map_err(|e| format!("creating {}: {e}", at.display()))?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(at),
-            Err(e) => return Err(format!("{}: {e}", at.display())),
+        let next = path.join(seg);
+        match open_dir(&fd, Path::new(seg), &next, create)? {
+            Some(opened) => (fd, path) = (opened, next),
+            None => break,
         }
     }
-    Ok(at)
+    Ok((fd, path))
 }
 
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -88,10 +147,15 @@ pub fn write(dir: &Path, segments: &[String], data: &[u8]) -> Result<PathBuf, St
 /// A file being written under `dir`: created under a temporary name beside its target
 /// (directories made on the way, none of them a symlink), written at any offsets, and
 /// renamed over the target by `publish`. Dropped unpublished, the temporary file is removed.
+/// Every step after `dir` itself goes through the handle of the file's directory, never a
+/// path again.
 #[derive(Debug)]
 pub struct OutFile {
     file: fs::File,
-    temp: PathBuf,
+    /// The directory the file goes in, held open.
+    parent: OwnedFd,
+    temp: String,
+    name: String,
     path: PathBuf,
     published: bool,
 }
@@ -99,29 +163,37 @@ pub struct OutFile {
 impl OutFile {
     /// The temporary file of `size` bytes for `segments` under `dir`.
     pub fn create(dir: &Path, segments: &[String], size: u64) -> Result<Self, String> {
-        let name = segments.last().ok_or("an empty path")?;
+        let name = segments.last().ok_or("an empty path")?.clone();
         fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let at = walk_dirs(dir, segments, true)?;
-        let path = at.join(name);
-        let temp = at.join(format!(
+        let root = open_root(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (parent, at) = walk_dirs(root, dir, segments, true)?;
+        let temp = format!(
             ".{name}.sluice-{}-{}",
             std::process::id(),
             TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true) // never through an existing file or symlink
-            .open(&temp)
-            .map_err(|e| format!("creating {}: {e}", temp.display()))?;
+        );
+        // Never through an existing file or symlink.
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd =
+            openat(&parent, temp.as_str(), flags, Mode::from_raw_mode(0o666)).map_err(|e| {
+                format!(
+                    "creating {}: {}",
+                    at.join(&temp).display(),
+                    std::io::Error::from(e)
+                )
+            })?;
         let out = Self {
-            file,
+            file: fs::File::from(fd),
+            parent,
             temp,
-            path,
+            path: at.join(&name),
+            name,
             published: false,
         };
         out.file
             .set_len(size)
-            .map_err(|e| format!("sizing {}: {e}", out.temp.display()))?;
+            .map_err(|e| format!("sizing {}: {e}", out.path.display()))?;
         Ok(out)
     }
 
@@ -133,12 +205,20 @@ impl OutFile {
             .map_err(|e| format!("writing {}: {e}", self.path.display()))
     }
 
-    /// Flushes the file and renames it over its target (which replaces a symlink there,
-    /// never follows it).
+    /// Flushes the file and renames it over its target in the same directory (which
+    /// replaces a symlink there, never follows it).
     pub fn publish(mut self) -> Result<PathBuf, String> {
         self.file
             .sync_data()
-            .and_then(|()| fs::rename(&self.temp, &self.path))
+            .and_then(|()| {
+                renameat(
+                    &self.parent,
+                    self.temp.as_str(),
+                    &self.parent,
+                    self.name.as_str(),
+                )
+                .map_err(std::io::Error::from)
+            })
             .map_err(|e| format!("writing {}: {e}", self.path.display()))?;
         self.published = true;
         Ok(self.path.clone())
@@ -148,7 +228,7 @@ impl OutFile {
 impl Drop for OutFile {
     fn drop(&mut self) {
         if !self.published {
-            let _ = fs::remove_file(&self.temp);
+            let _ = unlinkat(&self.parent, self.temp.as_str(), AtFlags::empty());
         }
     }
 }
@@ -166,6 +246,28 @@ mod tests {
         for bad in ["../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a\0b"] {
             assert!(target(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    /// A directory on the way swapped for a symlink after the walk (another process racing
+    /// the download): the file still lands in the directory that was checked, never
+    /// through the link.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_after_the_check_is_not_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, outside) = (root.path().join("out"), root.path().join("outside"));
+        fs::create_dir_all(dir.join("d")).unwrap();
+        fs::create_dir(&outside).unwrap();
+        let file = OutFile::create(&dir, &["d".into(), "x".into()], 3).unwrap();
+        file.write_at(b"new", 0).unwrap();
+        fs::rename(dir.join("d"), dir.join("checked")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("d")).unwrap();
+        file.publish().unwrap();
+        assert_eq!(fs::read(dir.join("checked/x")).unwrap(), b"new");
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            0,
+            "nothing written outside"
+        );
     }
 
     #[test]

@@ -1102,3 +1102,54 @@ async fn completions_unsigned_requests_and_profiles() {
     assert!(ok.status.success(), "{}", text(&ok));
     assert!(text(&ok).contains("private/x"));
 }
+
+/// `sluice rm -r file:///tree/` is a local operation: it looks up no AWS configuration (no
+/// connection to the instance metadata service, no warning about its absence or about
+/// missing profile files), and never deletes outside the tree through a symlinked directory.
+#[test]
+fn a_local_rm_stays_local_and_inside_its_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(tree.join("sub/own"), b"mine").unwrap();
+    std::fs::write(elsewhere.join("victim"), b"keep").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, tree.join("link")).unwrap();
+    // A stand-in metadata service: any connection to it is a lookup that should not be.
+    let imds = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    imds.set_nonblocking(true).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let uri = format!("file://{}/", tree.display());
+    let out = Command::new(BIN)
+        .args(["rm", "-r", &uri])
+        .env("HOME", &home)
+        .env(
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+            format!("http://{}", imds.local_addr().unwrap()),
+        )
+        .env_remove("AWS_EC2_METADATA_DISABLED")
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_CONFIG_FILE")
+        .env_remove("AWS_SHARED_CREDENTIALS_FILE")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("deleted") && t.contains("sub/own"), "{t}");
+    assert!(
+        !t.contains("WARN"),
+        "a local rm warns about AWS configuration: {t}"
+    );
+    assert!(
+        imds.accept().is_err(),
+        "a local rm connected to the instance metadata service"
+    );
+    assert_eq!(std::fs::read(elsewhere.join("victim")).unwrap(), b"keep");
+    assert!(!tree.join("sub/own").exists());
+}

@@ -105,6 +105,10 @@ pub struct StoreConfig {
     /// End-to-end checksums on upload and download; off by default (see `Checksums` for
     /// why), and only the awssdk backend computes them.
     pub checksums: Checksums,
+    /// Set on the configuration of a wire built for a redirect's target: every address a
+    /// connection of it resolves to is checked against `redirect::forbidden_ip` when it
+    /// opens (the hyper backend), not only when the redirect was followed.
+    pub refuse_metadata_addresses: bool,
 }
 
 /// End-to-end checksums beyond what TLS already protects, named after the AWS SDKs'
@@ -154,6 +158,7 @@ impl StoreConfig {
             multipart_part_size: DEFAULT_MULTIPART_PART_SIZE,
             http2: false,
             direct_get: true,
+            refuse_metadata_addresses: false,
             max_connections: 64,
             checksums: Checksums::default(),
         }
@@ -234,9 +239,12 @@ impl StoreConfig {
                     .profile_files(files)
                     .profile_name(&profile)
                     .build();
+                // The region is known by now: without it the chain looks one up again, last
+                // from instance metadata, whose absence off EC2 is a multi-line WARN.
                 let rest =
                     aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
                         .profile_name(&profile)
+                        .region(aws_config::Region::new(region.clone()))
                         .build()
                         .await;
                 CredentialsCache::from_provider(SharedCredentialsProvider::new(

@@ -214,28 +214,74 @@ fn is_region(label: &str) -> bool {
 }
 
 /// Hosts no S3 request may be sent to: link-local (169.254.0.0/16 holds the cloud metadata
-/// services), unspecified, and the metadata services' names.
+/// services), unspecified, and the metadata services' names. A name not on the list is
+/// checked again by the addresses it resolves to (`refused_by_resolution`, and by the hyper
+/// backend at connect time).
 fn forbidden_host(host: &Host<&str>) -> bool {
-    let ip = match host {
+    match host {
         Host::Domain(d) => {
             let d = d.trim_end_matches('.').to_ascii_lowercase();
-            return d == "metadata.google.internal" || d == "metadata";
+            matches!(
+                d.as_str(),
+                "metadata.google.internal"
+                    | "metadata"
+                    | "instance-data"
+                    | "instance-data.ec2.internal"
+            )
         }
-        Host::Ipv4(v4) => IpAddr::V4(*v4),
-        Host::Ipv6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(*v6),
-        },
-    };
+        Host::Ipv4(v4) => forbidden_ip(IpAddr::V4(*v4)),
+        Host::Ipv6(v6) => forbidden_ip(IpAddr::V6(*v6)),
+    }
+}
+
+/// Addresses no redirected request may reach: link-local (169.254.0.0/16 and fe80::/10: the
+/// metadata services of AWS, Azure, GCP, OpenStack), unspecified, broadcast, Alibaba
+/// Cloud's metadata service (100.100.100.200), AWS's IPv6 one (fd00:ec2::254), and any of
+/// those inside an IPv6 address that carries an IPv4 one (mapped `::ffff:a.b.c.d`,
+/// compatible `::a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`), which reach the same host.
+pub fn forbidden_ip(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => v4.is_link_local() || v4.is_unspecified() || v4.is_broadcast(),
+        IpAddr::V4(v4) => {
+            v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4 == std::net::Ipv4Addr::new(100, 100, 100, 200)
+        }
         IpAddr::V6(v6) => {
+            let seg = v6.segments();
+            let embedded = if seg[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                let o = v6.octets();
+                Some(std::net::Ipv4Addr::new(o[12], o[13], o[14], o[15]))
+            } else {
+                // `to_ipv4` takes both ::ffff:a.b.c.d and ::a.b.c.d (but :: and ::1 too).
+                v6.to_ipv4()
+                    .filter(|_| !v6.is_loopback() && !v6.is_unspecified())
+            };
             v6.is_unspecified()
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                // AWS's IMDS over IPv6: fd00:ec2::254.
+                || (seg[0] & 0xffc0) == 0xfe80
                 || v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)
+                || embedded.is_some_and(|v4| forbidden_ip(IpAddr::V4(v4)))
         }
     }
+}
+
+/// Why a redirect to `cfg`'s endpoint is refused by the addresses its host name resolves
+/// to, if it is. A name that does not resolve is left to fail at connect time.
+async fn refused_by_resolution(cfg: &StoreConfig) -> Option<String> {
+    let url = cfg.endpoint_url();
+    let Some(Host::Domain(name)) = url.host() else {
+        return None;
+    };
+    let port = url.port_or_known_default().unwrap_or(443);
+    let lookup = tokio::net::lookup_host((name, port));
+    let addrs = tokio::time::timeout(cfg.timeouts.connect, lookup)
+        .await
+        .ok()?
+        .ok()?;
+    let bad = addrs.map(|a| a.ip()).find(|ip| forbidden_ip(*ip))?;
+    Some(format!(
+        "{name} resolves to {bad}, a link-local, unspecified or metadata address"
+    ))
 }
 
 /// A wire that follows redirects (see the module): the home wire, and wires built on demand
@@ -274,7 +320,7 @@ impl<W: Wire> Redirects<W> {
 
     /// The wire to repeat a request on that `from` answered with a redirect (`err`), or the
     /// error, saying why it is not followed.
-    fn follow(&self, from: &W, bucket: &str, err: Error, hops: &mut usize) -> Result<Arc<W>> {
+    async fn follow(&self, from: &W, bucket: &str, err: Error, hops: &mut usize) -> Result<Arc<W>> {
         let Error::Redirect {
             uri,
             moved,
@@ -295,7 +341,13 @@ impl<W: Wire> Redirects<W> {
         if *hops > MAX_REDIRECTS {
             return Err(refuse(format!("more than {MAX_REDIRECTS} redirects")));
         }
-        let cfg = target_config(from.config(), bucket, &moved).map_err(refuse)?;
+        let mut cfg = target_config(from.config(), bucket, &moved).map_err(refuse)?;
+        if let Some(why) = refused_by_resolution(&cfg).await {
+            return Err(refuse(why));
+        }
+        // The name may resolve elsewhere by the time a connection opens (DNS rebinding):
+        // a backend that resolves by itself checks every address again then.
+        cfg.refuse_metadata_addresses = true;
         let key = (
             cfg.endpoint_url().to_string(),
             cfg.region.clone(),
@@ -333,7 +385,7 @@ macro_rules! follow {
         loop {
             match $call.await {
                 Err(e @ Error::Redirect { refused: None, .. }) => {
-                    $w = $self.follow(&$w, $bucket, e, &mut hops)?;
+                    $w = $self.follow(&$w, $bucket, e, &mut hops).await?;
                 }
                 done => break done,
             }
@@ -352,7 +404,7 @@ impl<W: Wire> GetAttempt for Redirects<W> {
         loop {
             match w.get_attempt(req, sink).await {
                 Err(e @ Error::Redirect { refused: None, .. }) if sink.head().is_none() => {
-                    w = self.follow(&w, bucket, e, &mut hops)?;
+                    w = self.follow(&w, bucket, e, &mut hops).await?;
                 }
                 done => break done,
             }
@@ -587,6 +639,32 @@ mod tests {
     }
 
     #[test]
+    fn addresses_that_reach_a_metadata_service_are_forbidden_in_every_spelling() {
+        for bad in [
+            "169.254.169.254",
+            "100.100.100.200",
+            "0.0.0.0",
+            "::ffff:169.254.169.254",
+            "::169.254.169.254",
+            "64:ff9b::169.254.169.254",
+            "fe80::1",
+            "fd00:ec2::254",
+            "::",
+        ] {
+            assert!(forbidden_ip(bad.parse().unwrap()), "{bad}");
+        }
+        for fine in [
+            "127.0.0.1",
+            "::1",
+            "10.0.0.5",
+            "64:ff9b::8.8.8.8",
+            "2001:db8::1",
+        ] {
+            assert!(!forbidden_ip(fine.parse().unwrap()), "{fine}");
+        }
+    }
+
+    #[test]
     fn dangerous_or_unusable_targets_are_refused_with_the_reason() {
         let https = cfg("https://store:443");
         for (m, why) in [
@@ -610,6 +688,23 @@ mod tests {
             (moved(301, Some("https://0.0.0.0/b/k"), None), "link-local"),
             (
                 moved(301, Some("https://metadata.google.internal/"), None),
+                "metadata",
+            ),
+            // Other spellings of the same hosts, and Alibaba Cloud's metadata service.
+            (
+                moved(307, Some("https://instance-data/x"), None),
+                "metadata",
+            ),
+            (
+                moved(307, Some("https://[::a9fe:a9fe]/x"), None),
+                "metadata",
+            ),
+            (
+                moved(307, Some("https://[64:ff9b::a9fe:a9fe]/x"), None),
+                "metadata",
+            ),
+            (
+                moved(307, Some("https://100.100.100.200/x"), None),
                 "metadata",
             ),
             (moved(301, Some("ftp://store/b/k"), None), "not http"),

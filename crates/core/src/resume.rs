@@ -37,6 +37,22 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
+    /// A 2xx answer to a GET other than 200 and 206 is refused at once: a 204 or 205 never
+    /// carries a body, whatever its Content-Length says (RFC 9112 §6.3), so waiting for one
+    /// would only end at the stall timeout, and taking it as empty would lose the object.
+    pub fn check_status(uri: &ObjectUri, status: u16) -> Result<()> {
+        if matches!(status, 200 | 206) {
+            return Ok(());
+        }
+        Err(Error::from_service(
+            uri.to_string(),
+            status,
+            "UnexpectedStatus",
+            "a GET is answered with 200 or 206 and the object's bytes",
+            None,
+        ))
+    }
+
     /// The head of a GET response to `range`, from its Content-Length and Content-Range
     /// (sent with a 206, absent from a 200), checked against what was asked: a reply that
     /// does not answer exactly the range asked for (a different start, more or fewer bytes,
@@ -319,7 +335,19 @@ pub async fn get_with_resume(
                 return Err(changed(uri));
             }
             etag = etag.or(head.etag);
-            // A resumed request's Content-Range still carries the whole object's size.
+            // A resumed request's Content-Range still carries the whole object's size, and
+            // one version has one size: a store that says otherwise is not to be spliced.
+            if let (Some(first), Some(now)) = (object_size, head.object_size)
+                && first != now
+            {
+                return Err(Error::integrity(
+                    uri.to_string(),
+                    format!(
+                        "the object's size changed between replies for one version \
+                         ({first} bytes, then {now})"
+                    ),
+                ));
+            }
             object_size = object_size.or(head.object_size);
         }
         attempts += 1;
@@ -366,6 +394,8 @@ mod tests {
         etag: Option<&'static str>,
         /// Overwritten after the first response: If-Match fails from then on.
         changed: bool,
+        /// The object size that replies after the first report (a store that lies).
+        later_total: Option<u64>,
     }
 
     #[async_trait]
@@ -390,9 +420,14 @@ mod tests {
                 Some(r) => (r.start(), r.end().unwrap_or(total).min(total)),
             };
             let body = &self.data[start as usize..end as usize];
+            let first = self.seen.lock().unwrap().len() == 1;
             sink.begin(ResponseHead {
                 content_length: body.len() as u64,
-                object_size: Some(total),
+                object_size: Some(if first {
+                    total
+                } else {
+                    self.later_total.unwrap_or(total)
+                }),
                 etag: self.etag.map(str::to_owned),
             })?;
             let mut cuts = self.cuts.lock().unwrap();
@@ -507,6 +542,7 @@ mod tests {
             seen: Mutex::default(),
             etag: Some("\"e1\""),
             changed: false,
+            later_total: None,
         }
     }
 
@@ -608,6 +644,29 @@ mod tests {
                 && err.to_string().contains("changed while being read"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_resumed_reply_with_another_total_is_an_integrity_error() {
+        let r = ByteRange::new(0, 800).unwrap();
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        for later in [600, 5000] {
+            let f = Flaky {
+                later_total: Some(later),
+                ..flaky(1)
+            };
+            let mut seg = Segment::growable();
+            let err = get_with_resume(&f, &fast(), &uri, &GetOptions::range(Some(r)), &mut seg)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::Integrity { .. })
+                    && err
+                        .to_string()
+                        .contains(&format!("1000 bytes, then {later}")),
+                "{err}"
+            );
+        }
     }
 
     #[tokio::test]

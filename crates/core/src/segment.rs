@@ -33,6 +33,12 @@ pub enum SegmentError {
     /// A counting segment (`Segment::counting`) was asked for bytes it never kept.
     #[error("the segment counted its bytes and kept none")]
     NotKept,
+    /// No memory for a segment of the length asked (a size a server reported, say).
+    #[error("cannot allocate a buffer of {len} bytes")]
+    Allocation {
+        /// The length asked for.
+        len: u64,
+    },
     /// A fixed segment was frozen or joined before it was full.
     #[error("segment {index} holds {got} of its {expected} bytes")]
     Incomplete {
@@ -124,6 +130,17 @@ impl Segment {
     /// A stand-alone segment of exactly `len` bytes.
     pub fn exact(len: usize) -> Self {
         Self::kept(BytesMut::with_capacity(len), Some(len))
+    }
+
+    /// As `exact`, for a length that comes from outside (a server's Content-Length): one
+    /// the machine cannot hold is an error, not an abort.
+    pub fn try_exact(len: u64) -> Result<Self, SegmentError> {
+        let fail = || SegmentError::Allocation { len };
+        let n = usize::try_from(len).map_err(|_| fail())?;
+        // BytesMut cannot report a failed allocation (it aborts): ask a Vec first, as the
+        // buffer pool does (unmapped memory costs nothing: the probe is an mmap/munmap pair).
+        Vec::<u8>::new().try_reserve_exact(n).map_err(|_| fail())?;
+        Ok(Self::exact(n))
     }
 
     /// Wraps caller-provided memory (e.g. from a buffer pool). `buf` is cleared; its capacity

@@ -139,14 +139,22 @@ impl Fetcher {
             });
         }
         to_usize(uri, size)?;
+        // More bytes than the object has: the store contradicts itself.
+        let after_first = ByteRange::new(info.bytes, size).map_err(|_| {
+            Error::integrity(
+                uri.to_string(),
+                format!(
+                    "{} bytes arrived of an object said to be {size} bytes long",
+                    info.bytes
+                ),
+            )
+        })?;
         // Large: the planned chunks (the first is the one in hand). Otherwise: one more
         // request for everything after the first chunk.
-        let rest = self.planner.plan(size).unwrap_or_else(|| {
-            vec![
-                first,
-                ByteRange::new(info.bytes, size).expect("size > first chunk"),
-            ]
-        });
+        let rest = self
+            .planner
+            .plan(size)
+            .unwrap_or_else(|| vec![first, after_first]);
         // The first chunk already sits in its own buffer: one chunk's copy is the price of not
         // knowing the size up front, against a HEAD round trip per object.
         // The rest must be the version the first chunk came from.

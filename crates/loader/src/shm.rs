@@ -24,7 +24,11 @@
 //! A process that forks keeps its arena to itself: the mapping is not inherited
 //! (`MADV_DONTFORK`), the child claims another slot, and never allocates from or frees into
 //! the parent's. Objects the parent read from its arena cannot be read in a forked child (a
-//! fault, never bytes the parent has since reused); DataLoader workers load their own.
+//! fault, never bytes the parent has since reused); DataLoader workers load their own. The
+//! hole the parent's mapping leaves in the child is filled at once (a `pthread_atfork` child
+//! handler) with an inaccessible reservation of the same range: otherwise the kernel places
+//! the child's next large mapping there, the parent's arena record claims it, inherited
+//! buffers read and write the child's new memory, and the child's frees of it are skipped.
 //!
 //! A slot keeps the most it ever held (its file never shrinks, and the pages stay after the
 //! process ends): that is the point, and the reason for the size cap.
@@ -137,6 +141,37 @@ fn arena_of(ptr: *mut u8) -> Option<usize> {
     arenas()
         .find(|&(i, base)| p >= base && p < base + LEN[i].load(Ordering::Relaxed))
         .map(|(i, _)| i)
+}
+
+/// Runs in a forked child, inside `fork`, before anything else can map memory: every arena
+/// this process knows of belongs to an ancestor. Each range becomes (or stays) an
+/// inaccessible reservation: no memory behind it, nothing new placed in it, a fault for a
+/// read through an inherited pointer. Only syscalls and atomics: no allocation, no lock.
+extern "C" fn reserve_inherited_arenas() {
+    for (i, base) in arenas() {
+        OWNER[i].store(0, Ordering::Relaxed);
+        let len = LEN[i].load(Ordering::Relaxed);
+        // SAFETY: the range is this arena's, which `MADV_DONTFORK` left unmapped here (or a
+        // reservation inherited from an earlier fork, which NOREPLACE leaves as it is).
+        let p = unsafe {
+            libc::mmap(
+                base as *mut libc::c_void,
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_NORESERVE
+                    | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        // A kernel older than 4.17 takes the flag as a hint and may map elsewhere.
+        if p != libc::MAP_FAILED && p as usize != base {
+            // SAFETY: the mapping just made, which nothing else knows of.
+            unsafe { libc::munmap(p, len) };
+        }
+    }
 }
 
 /// This process's arena, if it has one.
@@ -425,6 +460,11 @@ pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
         LEN[index].store(size, Ordering::Relaxed);
         OWNER[index].store(pid(), Ordering::Relaxed);
         BASE[index].store(base as usize, Ordering::Release);
+        static AT_FORK: std::sync::Once = std::sync::Once::new();
+        // SAFETY: registers a handler that only makes syscalls (see its doc).
+        AT_FORK.call_once(|| unsafe {
+            libc::pthread_atfork(None, None, Some(reserve_inherited_arenas));
+        });
         tracing::debug!(path = %path.display(), reused = file_len, "shared-memory pool slot claimed");
         return Ok(());
     }

@@ -226,7 +226,13 @@ impl object_store::ObjectStore for SluiceObjectStore {
                 range: Some(ByteRange::new(range.start, range.end).map_err(|e| generic(e.into()))?),
                 if_match: meta.e_tag.clone(),
             };
-            let mut seg = Segment::exact((range.end - range.start) as usize);
+            // The length is the server's word (HEAD): one no machine holds is an error.
+            let mut seg = Segment::try_exact(range.end - range.start).map_err(|e| {
+                error(
+                    location,
+                    Error::integrity(location.to_string(), e.to_string()),
+                )
+            })?;
             self.store
                 .get_into_with(&self.uri(location)?, &opts, &mut seg)
                 .await

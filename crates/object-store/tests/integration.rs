@@ -60,3 +60,30 @@ async fn a_missing_object_is_not_found_and_unsupported_modes_are_named() {
     );
     assert!(s.to_string().contains("hyper") && s.to_string().contains(DEFAULT_BUCKET));
 }
+
+/// A HEAD that claims an object larger than any machine holds: the GET that follows fails
+/// with an error naming the size, instead of aborting the process on the allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_size_is_an_error_not_an_abort() {
+    use object_store::{ObjectStoreExt, path::Path};
+    use sluice_testserver::hostile::{HostileServer, Reply};
+    let huge = (1u64 << 62).to_string();
+    let server = HostileServer::start(std::sync::Arc::new(move |_, _| Reply::Send {
+        status: 200,
+        headers: vec![
+            ("Content-Length".into(), huge.clone()),
+            ("ETag".into(), "\"e1\"".into()),
+            (
+                "Last-Modified".into(),
+                "Wed, 02 Dec 2026 07:00:00 GMT".into(),
+            ),
+        ],
+        body: Vec::new(),
+    }))
+    .await
+    .unwrap();
+    let cfg = sluice_testserver::hostile_cases::config(server.endpoint());
+    let s = SluiceObjectStore::new(sluice::open(Some("hyper"), cfg).unwrap(), "bkt");
+    let e = s.get(&Path::from("k")).await.unwrap_err();
+    assert!(e.to_string().contains(&(1u64 << 62).to_string()), "{e}");
+}

@@ -60,6 +60,17 @@ async fn footer(store: &dyn ObjectStore, uri: &ObjectUri, cap: u64) -> Result<Fo
     let tail = store
         .get(uri, Some(ByteRange::new(size - tail_len, size)?))
         .await?;
+    // Every length below is taken from the end of what arrived: a short reply must not
+    // make one of them underflow.
+    if tail.len() as u64 != tail_len {
+        return Err(Error::integrity(
+            uri.to_string(),
+            format!(
+                "asked for the last {tail_len} bytes of the file, got {}",
+                tail.len()
+            ),
+        ));
+    }
     let end: [u8; FOOTER_SIZE] = tail[tail.len() - FOOTER_SIZE..]
         .try_into()
         .map_err(|_| not_parquet(uri, "short footer"))?;

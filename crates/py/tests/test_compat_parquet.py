@@ -75,3 +75,27 @@ def test_not_parquet_is_a_clear_error(server, prefix):
     with pytest.raises(RuntimeError, match="not a readable parquet file") as e:
         s3dlio.PyParquetIndex().ensure_indexed([uri])
     assert uri in str(e.value)
+
+
+def test_a_file_that_shrinks_after_its_head_is_a_clear_error(server, prefix):
+    """HEAD says one size; by the ranged GET of the footer the object is 4 bytes long, and
+    the store clips the range (as S3 does). An error naming the file, never a panic."""
+    import threading
+    import time
+
+    key = f"{prefix}shrinks.parquet"
+    uri = f"s3://{server.bucket}/{key}"
+    server.insert(key, b"x" * 4096)
+    s3dlio.parquet_cache_clear()
+    # HEAD and GET each wait 2 s before they are answered; the object shrinks while the GET
+    # waits (HEAD answered at ~2 s, GET answered at ~4 s).
+    server.inject("latency", count=2, seconds=2.0)
+    shrink = threading.Timer(3.0, lambda: server.insert(key, b"PAR1"))
+    shrink.start()
+    try:
+        with pytest.raises(RuntimeError, match="got 4") as e:
+            s3dlio.PyParquetIndex().ensure_indexed([uri])
+        assert uri in str(e.value)
+    finally:
+        shrink.join()
+        server.clear_faults()

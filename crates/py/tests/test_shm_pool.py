@@ -100,3 +100,59 @@ def test_the_alias_makes_a_pool_per_process_and_removes_it(tmp_path, monkeypatch
     # A pool chosen by the user is left to the user.
     monkeypatch.setenv("SLUICE_SHM_POOL", str(tmp_path / "mine"))
     assert alias.shared_memory_pool(str(tmp_path)) is None
+
+
+def test_the_sweep_judges_pools_by_their_lock_not_by_names(tmp_path, monkeypatch):
+    """Names anyone can plant never stop the alias from starting; a pool whose owner is alive
+    in another PID namespace (its PID means nothing here) is never removed."""
+    monkeypatch.delenv("SLUICE_SHM_POOL", raising=False)
+    head = f"sluice-pool-{os.getuid()}-"
+    for planted in ["99999999999999999999-x", "\u00b2-x", "-", "12"]:
+        (tmp_path / f"{head}{planted}").mkdir()
+    (tmp_path / f"{head}file-x").write_text("not a pool")
+    # A live pool of a process this namespace cannot see: a PID that does not exist here,
+    # its lock held by a process that is alive.
+    foreign = tmp_path / f"{head}999999999-live"
+    foreign.mkdir()
+    (foreign / "owner").touch()
+    (foreign / "slot-0").write_bytes(b"in use")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+            str(foreign / "owner"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        # An abandoned pool of this version: its lock file is there, nobody holds it.
+        abandoned = tmp_path / f"{head}1-dead"
+        abandoned.mkdir()
+        (abandoned / "owner").touch()
+        path = alias.shared_memory_pool(str(tmp_path))
+        assert path is not None and os.path.isdir(path)
+        assert (foreign / "slot-0").read_bytes() == b"in use", "a live pool is left alone"
+        assert not abandoned.exists(), "an abandoned pool is swept"
+        assert (tmp_path / f"{head}file-x").exists(), "not a directory: not touched"
+        # Its own pool is locked while this process lives: another sweep leaves it.
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import os, sys; from sluice.compat import alias; "
+                "os.environ.pop('SLUICE_SHM_POOL', None); alias.shared_memory_pool(sys.argv[1])",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        assert os.path.isdir(path), "a live pool survives another process's sweep"
+    finally:
+        holder.communicate("", timeout=30)
+        os.environ.pop("SLUICE_SHM_POOL", None)

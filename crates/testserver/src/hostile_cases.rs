@@ -559,6 +559,19 @@ pub fn catalogue() -> Vec<Case> {
             Expect::OkOr(&OBJECT, &[Transport, Integrity]),
         ),
         c(
+            "no_content_with_content_length",
+            "204 No Content to a GET, with the object's Content-Length and no body",
+            Op::Get,
+            |_, _| Reply::Send {
+                status: 204,
+                headers: h(&[("Content-Length", "100"), ("ETag", "\"e1\"")]),
+                body: Vec::new(),
+            },
+            // A 204 has no body (RFC 9112 6.3): waiting for 100 bytes would end at the stall
+            // timeout, taking it as empty would lose the object.
+            Expect::Error(&[Service, Transport, Integrity]),
+        ),
+        c(
             "head_without_content_length",
             "HEAD answered 200 without Content-Length",
             Op::Head,

@@ -9,7 +9,8 @@ process and in every process it starts.
 Each process the alias starts (each MPI rank) also gets a shared-memory buffer pool for the
 DataLoader workers it starts epoch after epoch (``SLUICE_SHM_POOL``, see the README): a
 directory ``/dev/shm/sluice-pool-UID-PID-*`` removed when the process exits (one left by a
-process that was killed is removed by the next). Set
+process that was killed is removed by the next: a pool is in use while the lock on its
+``owner`` file is held). Set
 ``SLUICE_SHM_POOL=off`` to go without, or to a directory of your own to manage it yourself.
 
 How: a shim package named ``s3dlio`` (``sluice/compat/_shim``) is put first on ``sys.path``
@@ -21,6 +22,7 @@ s3dlio is installed; without the alias, ``import s3dlio`` finds what it found be
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import runpy
 import shlex
@@ -50,17 +52,36 @@ SHM_ROOT = "/dev/shm"
 
 def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
     """Points ``SLUICE_SHM_POOL`` at a directory of this process's own under ``root`` (unless
-    it is set already), removed at exit, after removing those of processes that are gone
-    (killed before their exit ran). The directory's path, or None when it was not made."""
+    it is set already), removed at exit, after removing those whose processes are gone
+    (killed before their exit ran). The directory's path, or None when it was not made.
+
+    A pool is alive while a process holds the lock on its ``owner`` file: the process that
+    made it, and the children it forked, which inherit the lock (an ``flock`` belongs to the
+    open file, not the PID). So liveness needs no PID, and processes in other PID namespaces
+    sharing ``/dev/shm`` (containers run with ``--ipc=host``) never remove each other's
+    pools; names anyone else planted in ``root`` are ignored."""
     if os.environ.get("SLUICE_SHM_POOL") or not os.access(root, os.W_OK):
         return None
     head = f"sluice-pool-{os.getuid()}-"
-    for name in os.listdir(root):
-        pid = name[len(head) :].split("-")[0]
-        if name.startswith(head) and pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-    # A name nobody could have made ready for us (mode 700, ours); sluice checks both.
-    path = tempfile.mkdtemp(prefix=f"{head}{os.getpid()}-", dir=root)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        names = []
+    for name in names:
+        if name.startswith(head):
+            _remove_if_abandoned(os.path.join(root, name))
+    # Made under a name the sweep ignores, locked, then renamed: no other process's sweep
+    # can find it unlocked. A name nobody could have made ready for us (mode 700, ours).
+    try:
+        staging = tempfile.mkdtemp(prefix=f".{head}", dir=root)
+        lock = os.open(os.path.join(staging, "owner"), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = os.path.join(root, f"{head}{os.getpid()}-{os.path.basename(staging)[len(head) + 1 :]}")
+        os.rename(staging, path)
+    except OSError as e:
+        print(f"sluice: shared-memory pool off: cannot make it under {root}: {e}", file=sys.stderr)
+        return None
+    _held_locks.append(lock)  # open until the process ends: the lock is the pool's life
     os.environ["SLUICE_SHM_POOL"] = path
     owner = os.getpid()
 
@@ -73,14 +94,51 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
     return path
 
 
-def _alive(pid: int) -> bool:
+_held_locks: list = []
+
+
+def _remove_if_abandoned(path: str) -> None:
+    """Removes the pool directory ``path`` if it is this user's and no process holds its
+    lock; anything else (another user's, a file, a link, a pool in use) is left alone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            return
+        fd = os.open(os.path.join(path, "owner"), os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        # Made by a sluice from before the lock: its slot files are locked while in use.
+        if not _any_slot_locked(path):
+            shutil.rmtree(path, ignore_errors=True)
+        return
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # held: a live pool
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(fd)
+
+
+def _any_slot_locked(path: str) -> bool:
+    try:
+        names = os.listdir(path)
+    except OSError:
         return True
-    return True
+    for name in names:
+        try:
+            fd = os.open(os.path.join(path, name), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 def main(argv: list) -> None:
