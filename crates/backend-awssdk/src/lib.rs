@@ -23,10 +23,10 @@ use aws_sdk_s3::types::{
 use aws_smithy_checksums::body::validate;
 use bytes::Bytes;
 use sluice_core::error::{error_chain, find_source};
-use sluice_core::listing::ListPage;
+use sluice_core::listing::{ListPage, Upload, UploadMarker, UploadsPage};
 use sluice_core::multipart::MultipartApi;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
-use sluice_core::wire::delete_refused;
+use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
 use sluice_core::{
     Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store, StoreConfig, Wire,
     WireFromConfig,
@@ -353,5 +353,44 @@ impl Wire for AwsSdkWire {
             .and_then(|r| r.e_tag())
             .map(str::to_owned);
         Ok(Some(PutInfo { etag, parts: None }))
+    }
+
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        let subject = prefix.to_string();
+        let (key_marker, id_marker) = from.map(|m| (m.key, m.upload_id)).unzip();
+        let out = self
+            .client
+            .list_multipart_uploads()
+            .bucket(prefix.bucket())
+            .prefix(prefix.key())
+            .max_uploads(i32::try_from(MAX_UPLOADS_PAGE).unwrap_or(i32::MAX))
+            .set_key_marker(key_marker)
+            .set_upload_id_marker(id_marker)
+            .send()
+            .await
+            .map_err(|e| self.err(&subject, e))?;
+        let next = match (out.next_key_marker(), out.next_upload_id_marker()) {
+            (Some(key), Some(id)) => Some(UploadMarker {
+                key: key.to_owned(),
+                upload_id: id.to_owned(),
+            }),
+            _ => None,
+        };
+        let uploads = out
+            .uploads()
+            .iter()
+            .filter_map(|u| {
+                Some(Upload {
+                    uri: prefix.with_key(u.key()?.to_owned()),
+                    upload_id: u.upload_id()?.to_owned(),
+                    initiated: u.initiated().and_then(|t| SystemTime::try_from(*t).ok()),
+                })
+            })
+            .collect();
+        UploadsPage::new(&subject, uploads, out.is_truncated().unwrap_or(false), next)
     }
 }

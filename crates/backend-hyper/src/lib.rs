@@ -21,10 +21,11 @@ use addressing::Addressing;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
-use sluice_core::listing::ListPage;
+use sluice_core::listing::{ListPage, Upload, UploadMarker, UploadsPage};
 use sluice_core::multipart::MultipartApi;
 use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
+use sluice_core::wire::MAX_UPLOADS_PAGE;
 use sluice_core::{
     Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store, StoreConfig, Wire,
     WireFromConfig,
@@ -367,5 +368,44 @@ impl Wire for HyperWire {
         let body = self.xml_body(&s, resp).await?;
         let etag = Self::parse_xml::<xml::CopyObjectResult>(&s, &body)?.etag;
         Ok(Some(PutInfo { etag, parts: None }))
+    }
+
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        let max = MAX_UPLOADS_PAGE.to_string();
+        let mut q = vec![
+            ("uploads", ""),
+            ("prefix", prefix.key()),
+            ("max-uploads", &max),
+        ];
+        if let Some(m) = &from {
+            q.push(("key-marker", &m.key));
+            q.push(("upload-id-marker", &m.upload_id));
+        }
+        let subject = prefix.to_string();
+        let url = self.addressing.url(prefix.bucket(), "", &q);
+        let resp = self
+            .transport
+            .send(&subject, Method::GET, &url, HeaderMap::new(), Bytes::new())
+            .await?;
+        let body = self.xml_body(&subject, resp).await?;
+        let page: xml::ListMultipartUploadsResult = Self::parse_xml(&subject, &body)?;
+        let next = match (page.next_key_marker, page.next_upload_id_marker) {
+            (Some(key), Some(upload_id)) => Some(UploadMarker { key, upload_id }),
+            _ => None,
+        };
+        let uploads = page
+            .upload
+            .into_iter()
+            .map(|u| Upload {
+                uri: prefix.with_key(u.key),
+                upload_id: u.upload_id,
+                initiated: u.initiated.as_deref().and_then(xml::parse_iso8601),
+            })
+            .collect();
+        UploadsPage::new(&subject, uploads, page.is_truncated, next)
     }
 }

@@ -31,6 +31,26 @@ pub struct CommonPrefix {
     pub prefix: String,
 }
 
+/// ListMultipartUploads' answer.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ListMultipartUploadsResult {
+    #[serde(default)]
+    pub upload: Vec<UploadEntry>,
+    #[serde(default)]
+    pub is_truncated: bool,
+    pub next_key_marker: Option<String>,
+    pub next_upload_id_marker: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct UploadEntry {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct InitiateMultipartUploadResult {

@@ -22,7 +22,7 @@ use object_store::path::Path;
 use object_store::{
     ClientOptions, CredentialProvider, GetRange, ObjectStore as _, ObjectStoreExt as _, RetryConfig,
 };
-use sluice_core::listing::ListPage;
+use sluice_core::listing::{ListPage, UploadMarker, UploadsPage};
 use sluice_core::multipart::MultipartApi;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
@@ -426,6 +426,19 @@ impl Wire for ObjectStoreWire {
             etag: None,
             parts: None,
         }))
+    }
+
+    /// object_store has no call for ListMultipartUploads.
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        _from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        Err(sluice_core::store::unsupported(
+            "objectstore",
+            prefix,
+            "listing multipart uploads (object_store has no call for it; use S3_BACKEND=hyper or awssdk)",
+        ))
     }
 }
 

@@ -8,6 +8,7 @@ mod output;
 mod rusage;
 mod serve;
 mod stream;
+mod uploads;
 
 use clap::{Args, Parser, Subcommand};
 use output::Failure;

@@ -382,19 +382,27 @@ pub async fn put(a: PutArgs) -> Result<(), Failure> {
 #[derive(Args, Debug)]
 pub struct RmArgs {
     #[arg(required = true)]
-    uris: Vec<String>,
+    pub(crate) uris: Vec<String>,
     /// Delete every object under each URI (a prefix)
     #[arg(short, long)]
     recursive: bool,
+    /// Instead of objects, abort the multipart uploads in progress under each URI (a
+    /// prefix): what a writer killed mid-upload leaves, stored and billed but never visible
+    #[arg(long, conflicts_with = "recursive")]
+    pub(crate) incomplete_uploads: bool,
+    /// With --incomplete-uploads: only those begun at least this long ago (30m, 12h, 1d),
+    /// so that uploads still being written are left alone
+    #[arg(long, requires = "incomplete_uploads", value_parser = humantime::parse_duration)]
+    pub(crate) older_than: Option<std::time::Duration>,
     /// Print what would be deleted, delete nothing
     #[arg(long)]
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     /// DeleteObjects requests (of up to 1,000 objects each) at once
     #[arg(short, long, default_value_t = 4)]
-    jobs: usize,
+    pub(crate) jobs: usize,
     /// One JSON object per line per object
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -405,6 +413,9 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
     }
     let uris: Vec<&str> = a.uris.iter().map(String::as_str).collect();
     let store = a.store.open_for(&uris).await?;
+    if a.incomplete_uploads {
+        return crate::uploads::abort_incomplete(store.as_ref(), &a).await;
+    }
     let mut targets = Vec::new();
     for s in &a.uris {
         let uri = parse_uri(s)?;

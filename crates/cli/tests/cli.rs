@@ -9,9 +9,19 @@ const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
 fn sluice(server: &TestServer, args: &[&str]) -> Output {
     let t = Instant::now();
-    let out = Command::new(BIN)
-        .args(args)
-        .env("AWS_ENDPOINT_URL_S3", server.http_endpoint())
+    let out = command(server).args(args).output().expect("sluice runs");
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "sluice {args:?} took {:?}",
+        t.elapsed()
+    );
+    out
+}
+
+/// `sluice` set up to reach `server`, and nothing else.
+fn command(server: &TestServer) -> Command {
+    let mut c = Command::new(BIN);
+    c.env("AWS_ENDPOINT_URL_S3", server.http_endpoint())
         .env("AWS_ACCESS_KEY_ID", server.access_key())
         .env("AWS_SECRET_ACCESS_KEY", server.secret_key())
         .env("AWS_REGION", "us-east-1")
@@ -19,15 +29,8 @@ fn sluice(server: &TestServer, args: &[&str]) -> Output {
         .env("SLUICE_MAX_ATTEMPTS", "2")
         .env("SLUICE_CONNECT_TIMEOUT", "2")
         .env_remove("AWS_PROFILE")
-        .env_remove("S3_BACKEND")
-        .output()
-        .expect("sluice runs");
-    assert!(
-        t.elapsed() < Duration::from_secs(60),
-        "sluice {args:?} took {:?}",
-        t.elapsed()
-    );
-    out
+        .env_remove("S3_BACKEND");
+    c
 }
 
 fn text(o: &Output) -> String {
@@ -1152,4 +1155,98 @@ fn a_local_rm_stays_local_and_inside_its_tree() {
     );
     assert_eq!(std::fs::read(elsewhere.join("victim")).unwrap(), b"keep");
     assert!(!tree.join("sub/own").exists());
+}
+
+/// A writer killed with SIGKILL mid-upload leaves no object, only its multipart upload,
+/// which `rm --incomplete-uploads` lists (every stack that can) and aborts, sparing it while
+/// it is younger than `--older-than`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_killed_mid_upload_leaves_only_an_upload_that_rm_aborts() {
+    use std::io::Write;
+    let s = server().await;
+    let prefix = "s3://sluice-test/ckpt/";
+    let mut writer = command(&s)
+        .args(["cp", "-", "s3://sluice-test/ckpt/model.pt"])
+        .env("SLUICE_MULTIPART_THRESHOLD", "5MiB")
+        .env("SLUICE_MULTIPART_PART_SIZE", "5MiB")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    stdin.write_all(&vec![7u8; 12 << 20]).unwrap(); // two parts' worth: the upload has begun
+    let listed = |backend: &str| {
+        let out = sluice(
+            &s,
+            &[
+                "rm",
+                "--incomplete-uploads",
+                "--dry-run",
+                "--json",
+                "--backend",
+                backend,
+                prefix,
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let t = Instant::now();
+    while listed("hyper") == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the upload never began"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    writer.kill().unwrap(); // SIGKILL: no destructor, no abort
+    writer.wait().unwrap();
+    drop(stdin);
+
+    let ls = sluice(&s, &["ls", "-r", prefix]);
+    assert!(
+        ls.status.success() && ls.stdout.is_empty(),
+        "an object is visible: {}",
+        text(&ls)
+    );
+    assert_eq!(listed("awssdk"), 1, "listed through the AWS SDK too");
+    let young = sluice(
+        &s,
+        &["rm", "--incomplete-uploads", "--older-than", "1h", prefix],
+    );
+    assert!(
+        young.status.success() && young.stdout.is_empty(),
+        "{}",
+        text(&young)
+    );
+    assert_eq!(listed("hyper"), 1, "spared while younger than --older-than");
+
+    let out = sluice(&s, &["rm", "--incomplete-uploads", "--json", prefix]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["status"], "aborted");
+    assert_eq!(lines[0]["uri"], "s3://sluice-test/ckpt/model.pt");
+    assert_eq!(listed("hyper"), 0, "nothing left");
+
+    // A client stack that cannot list uploads says so, naming itself.
+    let no = sluice(
+        &s,
+        &[
+            "rm",
+            "--incomplete-uploads",
+            "--backend",
+            "objectstore",
+            prefix,
+        ],
+    );
+    assert!(
+        !no.status.success() && text(&no).contains("objectstore"),
+        "{}",
+        text(&no)
+    );
 }

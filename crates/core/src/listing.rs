@@ -6,58 +6,83 @@ use crate::store::ListEntry;
 use futures::stream::BoxStream;
 use futures::{Future, StreamExt};
 
-/// One page of a listing and where the next one starts.
+/// One page of a listing and where the next one starts: `T` the entries, `K` the token
+/// the next page is asked with.
 #[derive(Debug)]
-pub struct ListPage {
-    /// The page's objects and common prefixes, in the order the server sent them.
-    pub entries: Vec<ListEntry>,
-    /// The continuation token of the next page; `None` on the last page (`new` drops a
-    /// token sent with a page that is not truncated).
-    pub next_token: Option<String>,
+pub struct Page<T, K = String> {
+    /// The page's entries, in the order the server sent them.
+    pub entries: Vec<T>,
+    /// Where the next page starts; `None` on the last page (`new` drops a token sent with
+    /// a page that is not truncated).
+    pub next_token: Option<K>,
     /// What is being listed, for errors about the sequence of pages.
     subject: String,
 }
 
-impl ListPage {
-    /// A page from a ListObjectsV2 reply. A truncated page without a continuation token
-    /// would end the listing early and silently; it is an error naming `subject`.
+/// One ListObjectsV2 page: objects and common prefixes, and the continuation token.
+pub type ListPage = Page<ListEntry>;
+
+/// A multipart upload in progress: begun, neither completed nor aborted. Its parts are
+/// stored (and billed) but no object is visible; a writer killed mid-upload leaves one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    /// The object it would create.
+    pub uri: crate::uri::ObjectUri,
+    /// The store's name for it, which completing or aborting it takes.
+    pub upload_id: String,
+    /// When it began, as the store reports it.
+    pub initiated: Option<std::time::SystemTime>,
+}
+
+/// Where a ListMultipartUploads page starts: after this key and upload ID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UploadMarker {
+    /// The last key of the previous page (`NextKeyMarker`).
+    pub key: String,
+    /// The last upload ID of that key on the previous page (`NextUploadIdMarker`).
+    pub upload_id: String,
+}
+
+/// One ListMultipartUploads page.
+pub type UploadsPage = Page<Upload, UploadMarker>;
+
+impl<T, K> Page<T, K> {
+    /// A page from a listing reply. A truncated page that names no next page would end the
+    /// listing early and silently; it is an error naming `subject`.
     pub fn new(
         subject: &str,
-        entries: Vec<ListEntry>,
+        entries: Vec<T>,
         is_truncated: bool,
-        next_token: Option<String>,
+        next_token: Option<K>,
     ) -> Result<Self> {
-        match (is_truncated, next_token) {
-            (true, None) => Err(Error::transport(
+        if is_truncated && next_token.is_none() {
+            return Err(Error::transport(
                 subject,
                 "listing is truncated but has no continuation token",
-            )),
-            (true, t) => Ok(Self {
-                entries,
-                next_token: t,
-                subject: subject.to_owned(),
-            }),
-            (false, _) => Ok(Self {
-                entries,
-                next_token: None,
-                subject: subject.to_owned(),
-            }),
+            ));
         }
+        Ok(Self {
+            entries,
+            next_token: next_token.filter(|_| is_truncated),
+            subject: subject.to_owned(),
+        })
     }
 }
 
 /// Streams every page's entries in order; `fetch(token)` makes one attempt at one page
 /// (`None`: the first) and is retried under `policy`. The first error ends the stream. A
 /// continuation token handed out twice is an error: following it would loop for ever.
-pub fn paginate<'a, F, Fut>(policy: &'a RetryPolicy, fetch: F) -> BoxStream<'a, Result<ListEntry>>
+pub fn paginate<'a, T, K, F, Fut>(policy: &'a RetryPolicy, fetch: F) -> BoxStream<'a, Result<T>>
 where
-    F: Fn(Option<String>) -> Fut + Send + Sync + 'a,
-    Fut: Future<Output = Result<ListPage>> + Send + 'a,
+    T: Send + 'a,
+    K: Clone + Eq + std::hash::Hash + std::fmt::Debug + Send + Sync + 'a,
+    F: Fn(Option<K>) -> Fut + Send + Sync + 'a,
+    Fut: Future<Output = Result<Page<T, K>>> + Send + 'a,
 {
     let fetch = std::sync::Arc::new(fetch);
     // State: None = done; Some(token) = the next page to fetch (first page: Some(None)).
-    let seen = std::collections::HashSet::<String>::new();
-    futures::stream::try_unfold((Some(None::<String>), seen), move |(state, mut seen)| {
+    let seen = std::collections::HashSet::<K>::new();
+    futures::stream::try_unfold((Some(None::<K>), seen), move |(state, mut seen)| {
         let fetch = fetch.clone();
         async move {
             let Some(token) = state else { return Ok(None) };

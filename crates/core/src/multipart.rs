@@ -123,7 +123,7 @@ pub(crate) fn multipart_etag(parts: &[(u32, String)]) -> Option<String> {
     Some(format!("\"{hex}-{}\"", parts.len()))
 }
 
-fn no_such_upload(e: &Error) -> bool {
+pub(crate) fn no_such_upload(e: &Error) -> bool {
     matches!(e, Error::NotFound { code, .. } | Error::Service { code, .. } if code == "NoSuchUpload")
 }
 

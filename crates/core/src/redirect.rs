@@ -20,7 +20,7 @@
 use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
-use crate::listing::ListPage;
+use crate::listing::{ListPage, UploadMarker, UploadsPage};
 use crate::multipart::MultipartApi;
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -495,6 +495,15 @@ impl<W: Wire> Wire for Redirects<W> {
     /// Sent to the destination's bucket, so followed as that bucket moved.
     async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         follow!(self, to.bucket(), |w| w.copy_once(from, to))
+    }
+
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        follow!(self, prefix.bucket(), |w| w
+            .list_uploads_page(prefix, from.clone()))
     }
 }
 

@@ -8,7 +8,7 @@
 
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::ListPage;
+use crate::listing::{ListPage, UploadMarker, UploadsPage};
 use crate::multipart::MultipartApi;
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -335,6 +335,14 @@ impl<W: Wire> Wire for Spread<W> {
 
     async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         self.attempt(0, |w| w.copy_once(from, to)).await
+    }
+
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        self.attempt(0, |w| w.list_uploads_page(prefix, from)).await
     }
 }
 

@@ -1,12 +1,14 @@
 //! The `ObjectStore` trait every backend implements.
 
 use crate::error::{Error, Result};
+use crate::listing::Upload;
 use crate::range::ByteRange;
 use crate::segment::Segment;
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use std::time::SystemTime;
 
@@ -211,4 +213,32 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// A streaming upload of `uri`: bytes are sent in parts as they are written, with
     /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>>;
+
+    /// The multipart uploads in progress under `prefix`'s key (S3 ListMultipartUploads,
+    /// page by page): what writers killed mid-upload left. A store without them refuses.
+    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
+        let e = unsupported(self.backend(), prefix, "listing multipart uploads");
+        futures::stream::iter([Err(e)]).boxed()
+    }
+
+    /// Aborts an upload in progress: its parts are deleted, no object appears. Aborting one
+    /// that is gone (completed or aborted since it was listed) succeeds.
+    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
+        Err(unsupported(
+            self.backend(),
+            &upload.uri,
+            "aborting multipart uploads",
+        ))
+    }
+}
+
+/// The error of an operation a store does not offer.
+pub fn unsupported(backend: &str, uri: &ObjectUri, what: &str) -> Error {
+    Error::from_service(
+        uri.to_string(),
+        501,
+        "NotImplemented",
+        format!("the {backend} store does not support {what}"),
+        None,
+    )
 }

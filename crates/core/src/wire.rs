@@ -9,7 +9,7 @@
 
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::{ListPage, paginate};
+use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter};
 use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
@@ -63,7 +63,19 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
     /// One CopyObject: the server makes `to` a copy of `from`. `Ok(None)`: this client
     /// stack cannot ask for this copy (see `ObjectStore::copy`).
     async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>>;
+
+    /// One ListMultipartUploads page of the uploads in progress under `prefix`'s key, after
+    /// `from` (the previous page's markers; `None`: the first page). A client stack that
+    /// cannot ask refuses (`store::unsupported`).
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage>;
 }
+
+/// Uploads asked for per ListMultipartUploads page (S3's most).
+pub const MAX_UPLOADS_PAGE: usize = 1000;
 
 /// The most keys one DeleteObjects request may name (S3's limit).
 pub const MAX_DELETE_BATCH: usize = 1000;
@@ -330,6 +342,33 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         })
         .await
     }
+
+    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
+        let prefix = prefix.clone();
+        paginate(&self.cfg().retry, move |from| {
+            let prefix = prefix.clone();
+            async move {
+                let _permit = self.inner.permit().await;
+                self.inner.wire.list_uploads_page(&prefix, from).await
+            }
+        })
+    }
+
+    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
+        let result = retry(&self.cfg().retry, || async {
+            let _permit = self.inner.permit().await;
+            self.inner
+                .wire
+                .abort_upload(&upload.uri, &upload.upload_id)
+                .await
+        })
+        .await;
+        match result {
+            // Completed or aborted since it was listed: nothing is left of it either way.
+            Err(e) if multipart::no_such_upload(&e) => Ok(()),
+            r => r,
+        }
+    }
 }
 
 /// The policy layer, case by case, over the in-memory wire (no sockets).
@@ -366,6 +405,26 @@ mod tests {
         s.wire().fail(Op::Head, 2, slow_down);
         assert_eq!(s.head(&uri("a")).await.unwrap().size, 10);
         assert_eq!(s.wire().calls(Op::Head), 3);
+    }
+
+    /// Uploads in progress under a prefix, across pages, each retried page once; an abort of
+    /// one gone meanwhile succeeds.
+    #[tokio::test]
+    async fn uploads_in_progress_are_listed_page_by_page_and_aborted() {
+        let s = store_with(testing::config(), |w| w.with_page_size(2));
+        for key in ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d", "other/e"] {
+            s.wire().create_upload(&uri(key)).await.unwrap();
+        }
+        s.wire().fail(Op::ListUploads, 1, slow_down);
+        let found: Vec<Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();
+        let keys: Vec<&str> = found.iter().map(|u| u.uri.key()).collect();
+        assert_eq!(keys, ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d"]);
+        assert_eq!(s.wire().calls(Op::ListUploads), 4, "3 pages and 1 retry");
+        for u in &found {
+            s.abort_upload(u).await.unwrap();
+        }
+        s.abort_upload(&found[0]).await.unwrap();
+        assert_eq!(s.wire().inner().open_uploads(), 1, "only other/e is left");
     }
 
     #[tokio::test]

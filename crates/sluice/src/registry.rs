@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_backend_fs::FsStore;
+use sluice_core::listing::Upload;
 use sluice_core::{
     Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
     PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
@@ -135,6 +136,14 @@ impl ObjectStore for SchemeRouter {
             return Ok(None);
         }
         self.pick(to).copy(from, to).await
+    }
+
+    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
+        self.pick(prefix).list_uploads(prefix)
+    }
+
+    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
+        self.pick(&upload.uri).abort_upload(upload).await
     }
 
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {

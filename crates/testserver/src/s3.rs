@@ -420,6 +420,7 @@ impl S3 for MemoryS3 {
             Upload {
                 bucket: i.bucket.clone(),
                 key: i.key.clone(),
+                initiated: Some(std::time::SystemTime::now()),
                 ..Default::default()
             },
         );
@@ -500,6 +501,61 @@ impl S3 for MemoryS3 {
             bucket: Some(up.bucket),
             key: Some(up.key),
             e_tag: Some(etag(&tag)),
+            ..Default::default()
+        }))
+    }
+
+    /// Uploads in progress in a bucket under a prefix, by key then upload ID, after the
+    /// markers, at most `max-uploads` (1,000 by default, as S3) to a page.
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        self.request_fault().await?;
+        let i = req.input;
+        if !self.storage.bucket_exists(&i.bucket) {
+            return Err(missing(Missing::Bucket, &i.bucket, ""));
+        }
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let max = i.max_uploads.map_or(1000, |m| m.clamp(1, 1000) as usize);
+        let after = (
+            i.key_marker.clone().unwrap_or_default(),
+            i.upload_id_marker.clone().unwrap_or_default(),
+        );
+        let mut found: Vec<(String, String, Option<std::time::SystemTime>)> = self
+            .storage
+            .uploads
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, u)| u.bucket == i.bucket && u.key.starts_with(&prefix))
+            .map(|(id, u)| (u.key.clone(), id.clone(), u.initiated))
+            .filter(|(k, id, _)| i.key_marker.is_none() || (k, id) > (&after.0, &after.1))
+            .collect();
+        found.sort();
+        let truncated = found.len() > max;
+        found.truncate(max);
+        let last = found.last().filter(|_| truncated).cloned();
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(i.bucket),
+            prefix: i.prefix,
+            key_marker: i.key_marker,
+            upload_id_marker: i.upload_id_marker,
+            max_uploads: Some(max as i32),
+            is_truncated: Some(truncated),
+            next_key_marker: last.as_ref().map(|l| l.0.clone()),
+            next_upload_id_marker: last.map(|l| l.1),
+            uploads: Some(
+                found
+                    .into_iter()
+                    .map(|(key, id, initiated)| MultipartUpload {
+                        key: Some(key),
+                        upload_id: Some(id),
+                        initiated: initiated.map(Into::into),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
             ..Default::default()
         }))
     }

@@ -48,6 +48,8 @@ pub struct Upload {
     pub bucket: String,
     pub key: String,
     pub parts: BTreeMap<i32, (Bytes, String)>,
+    /// When CreateMultipartUpload made it (`None` only in `Default`).
+    pub initiated: Option<std::time::SystemTime>,
 }
 
 #[derive(Debug, Default)]

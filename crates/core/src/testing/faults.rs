@@ -2,7 +2,7 @@
 
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::ListPage;
+use crate::listing::{ListPage, UploadMarker, UploadsPage};
 use crate::multipart::MultipartApi;
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -38,6 +38,8 @@ pub enum Op {
     DeleteBatch,
     /// `copy_once` (the script's error names the destination).
     Copy,
+    /// `list_uploads_page`.
+    ListUploads,
 }
 
 /// A 503 SlowDown, as S3 answers a burst.
@@ -208,5 +210,14 @@ impl<W: Wire> Wire for Faulty<W> {
     async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         self.call(Op::Copy, to)?;
         self.inner.copy_once(from, to).await
+    }
+
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        self.call(Op::ListUploads, prefix)?;
+        self.inner.list_uploads_page(prefix, from).await
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::ListPage;
+use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, multipart_etag};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
@@ -31,8 +31,8 @@ type Parts = BTreeMap<u32, (Bytes, String)>;
 struct State {
     /// (bucket, key) → object.
     objects: BTreeMap<(String, String), Stored>,
-    /// upload id → its parts.
-    uploads: HashMap<String, Parts>,
+    /// upload id → the object it would create, and its parts.
+    uploads: HashMap<String, (ObjectUri, Parts)>,
     next_upload: u64,
     /// Bodies still to cut short: (bytes sent before the cut, how many more GETs).
     cut: Option<(u64, u32)>,
@@ -270,11 +270,11 @@ impl MultipartApi for MemoryWire {
         Ok(Some(self.insert(uri, data)))
     }
 
-    async fn create_upload(&self, _: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
         let mut st = self.state();
         st.next_upload += 1;
         let id = format!("upload-{}", st.next_upload);
-        st.uploads.insert(id.clone(), Parts::new());
+        st.uploads.insert(id.clone(), (uri.clone(), Parts::new()));
         Ok(id)
     }
 
@@ -287,7 +287,7 @@ impl MultipartApi for MemoryWire {
     ) -> Result<Option<String>> {
         let etag = md5_etag(&data);
         let mut st = self.state();
-        let parts = st.uploads.get_mut(upload_id).ok_or_else(|| {
+        let (_, parts) = st.uploads.get_mut(upload_id).ok_or_else(|| {
             Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
         })?;
         parts.insert(part_number, (data, etag.clone()));
@@ -301,7 +301,7 @@ impl MultipartApi for MemoryWire {
         parts: &[(u32, String)],
     ) -> Result<Option<String>> {
         let mut st = self.state();
-        let stored = st.uploads.remove(upload_id).ok_or_else(|| {
+        let (_, stored) = st.uploads.remove(upload_id).ok_or_else(|| {
             Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
         })?;
         let mut data = Vec::new();
@@ -409,6 +409,39 @@ impl Wire for MemoryWire {
             truncated,
             next,
         )
+    }
+
+    /// Uploads under the prefix by (key, upload ID), `page_size` to a page.
+    async fn list_uploads_page(
+        &self,
+        prefix: &ObjectUri,
+        from: Option<UploadMarker>,
+    ) -> Result<UploadsPage> {
+        let st = self.state();
+        let mut all: Vec<Upload> = st
+            .uploads
+            .iter()
+            .filter(|(_, (uri, _))| {
+                uri.bucket() == prefix.bucket() && uri.key().starts_with(prefix.key())
+            })
+            .map(|(id, (uri, _))| Upload {
+                uri: uri.clone(),
+                upload_id: id.clone(),
+                initiated: Some(SystemTime::UNIX_EPOCH),
+            })
+            .collect();
+        all.sort_by(|a, b| (a.uri.key(), &a.upload_id).cmp(&(b.uri.key(), &b.upload_id)));
+        all.retain(|u| {
+            from.as_ref()
+                .is_none_or(|m| (u.uri.key(), u.upload_id.as_str()) > (&m.key, &m.upload_id))
+        });
+        let truncated = all.len() > self.page_size;
+        all.truncate(self.page_size);
+        let next = all.last().map(|u| UploadMarker {
+            key: u.uri.key().to_owned(),
+            upload_id: u.upload_id.clone(),
+        });
+        UploadsPage::new(&prefix.to_string(), all, truncated, next)
     }
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
