@@ -60,7 +60,9 @@ pub fn build(cfg: &StoreConfig) -> Result<aws_sdk_s3::Client> {
         // Body stalls are bounded per chunk by our own stall timeout, as in the other
         // backends, so that a stall is the same `Timeout` error whichever stack is in use.
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
-        .request_checksum_calculation(when(cfg.checksums.on_upload).0)
+        // Core computes the upload checksums (`sluice_core::checksum`) and passes them in;
+        // the SDK adds its own only where an operation requires one (DeleteObjects).
+        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
         .response_checksum_validation(when(cfg.checksums.on_download).1)
         .interceptor(crate::bounded::BoundErrorBodies);
     if let Some(ep) = &cfg.endpoint {

@@ -18,13 +18,15 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{
-    ChecksumMode, CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier,
+    ChecksumAlgorithm, ChecksumMode, ChecksumType, CompletedMultipartUpload, CompletedPart, Delete,
+    ObjectIdentifier,
 };
 use aws_smithy_checksums::body::validate;
 use bytes::Bytes;
+use sluice_core::checksum::Crc;
 use sluice_core::error::{error_chain, find_source};
 use sluice_core::listing::{ListPage, Upload, UploadMarker, UploadsPage};
-use sluice_core::multipart::MultipartApi;
+use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
 use sluice_core::{
@@ -135,13 +137,19 @@ impl MultipartApi for AwsSdkWire {
         })
     }
 
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let s = uri.to_string();
         let out = self
             .client
             .put_object()
             .bucket(uri.bucket())
             .key(uri.key())
+            .set_checksum_crc64_nvme(checksum.map(Crc::to_base64))
             .content_length(data.len() as i64)
             .body(ByteStream::from(data))
             .send()
@@ -150,13 +158,15 @@ impl MultipartApi for AwsSdkWire {
         Ok(out.e_tag().map(str::to_owned))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
         let s = uri.to_string();
         let out = self
             .client
             .create_multipart_upload()
             .bucket(uri.bucket())
             .key(uri.key())
+            .set_checksum_algorithm(checksummed.then_some(ChecksumAlgorithm::Crc64Nvme))
+            .set_checksum_type(checksummed.then_some(ChecksumType::FullObject))
             .send()
             .await
             .map_err(|e| self.err(&s, e))?;
@@ -171,6 +181,7 @@ impl MultipartApi for AwsSdkWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let out = self
@@ -180,6 +191,7 @@ impl MultipartApi for AwsSdkWire {
             .key(uri.key())
             .upload_id(upload_id)
             .part_number(part_number as i32)
+            .set_checksum_crc64_nvme(checksum.map(Crc::to_base64))
             .content_length(data.len() as i64)
             .body(ByteStream::from(data))
             .send()
@@ -192,15 +204,17 @@ impl MultipartApi for AwsSdkWire {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let parts = parts
             .iter()
-            .map(|(n, tag)| {
+            .map(|p| {
                 CompletedPart::builder()
-                    .part_number(*n as i32)
-                    .e_tag(tag)
+                    .part_number(p.number as i32)
+                    .e_tag(&p.etag)
+                    .set_checksum_crc64_nvme(p.checksum.map(Crc::to_base64))
                     .build()
             })
             .collect();
@@ -210,6 +224,8 @@ impl MultipartApi for AwsSdkWire {
             .bucket(uri.bucket())
             .key(uri.key())
             .upload_id(upload_id)
+            .set_checksum_crc64_nvme(checksum.map(Crc::to_base64))
+            .set_checksum_type(checksum.map(|_| ChecksumType::FullObject))
             .multipart_upload(
                 CompletedMultipartUpload::builder()
                     .set_parts(Some(parts))

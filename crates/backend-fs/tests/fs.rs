@@ -368,6 +368,7 @@ async fn streamed_writes_appear_whole_on_finish(ctx: Ctx) {
         part_size: 5 << 20,
         max_in_flight: 2,
         abort_on_drop: true,
+        checksums: false,
     };
     let mut w = ctx.store.writer(&uri, opts).await.unwrap();
     let data = pattern::generate("ckpt", 3 << 20);

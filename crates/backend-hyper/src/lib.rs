@@ -21,8 +21,9 @@ use addressing::Addressing;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
+use sluice_core::checksum::{self, Crc};
 use sluice_core::listing::{ListPage, Upload, UploadMarker, UploadsPage};
-use sluice_core::multipart::MultipartApi;
+use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::MAX_UPLOADS_PAGE;
@@ -120,6 +121,19 @@ fn get_headers(subject: &str, req: &GetRequest<'_>) -> Result<HeaderMap> {
     Ok(headers)
 }
 
+/// The headers that carry a body's checksum (`sluice_core::checksum`), as the AWS SDKs send
+/// them: the value, and which algorithm made it.
+fn checksum_headers(checksum: Option<Crc>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    if let Some(crc) = checksum {
+        let value = HeaderValue::from_str(&crc.to_base64()).expect("base64 is a header value");
+        h.insert(checksum::HEADER, value);
+        let algorithm = HeaderValue::from_static(checksum::ALGORITHM);
+        h.insert("x-amz-sdk-checksum-algorithm", algorithm);
+    }
+    h
+}
+
 fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     header_str(h, name).and_then(|v| v.parse().ok())
 }
@@ -184,25 +198,39 @@ impl MultipartApi for HyperWire {
         })
     }
 
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
         let resp = self
             .transport
-            .send(&s, Method::PUT, &url, HeaderMap::new(), data)
+            .send(&s, Method::PUT, &url, checksum_headers(checksum), data)
             .await?;
         Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
         let s = uri.to_string();
+        let mut headers = HeaderMap::new();
+        if checksummed {
+            let algorithm = HeaderValue::from_static(checksum::ALGORITHM);
+            headers.insert("x-amz-checksum-algorithm", algorithm);
+            headers.insert(
+                "x-amz-checksum-type",
+                HeaderValue::from_static("FULL_OBJECT"),
+            );
+        }
         let resp = self
             .transport
             .send(
                 &s,
                 Method::POST,
                 &self.addressing.object(uri, &[("uploads", "")]),
-                HeaderMap::new(),
+                headers,
                 Bytes::new(),
             )
             .await?;
@@ -216,6 +244,7 @@ impl MultipartApi for HyperWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let n = part_number.to_string();
@@ -224,7 +253,7 @@ impl MultipartApi for HyperWire {
             .object(uri, &[("partNumber", &n), ("uploadId", upload_id)]);
         let resp = self
             .transport
-            .send(&s, Method::PUT, &url, HeaderMap::new(), data)
+            .send(&s, Method::PUT, &url, checksum_headers(checksum), data)
             .await?;
         Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
@@ -233,17 +262,25 @@ impl MultipartApi for HyperWire {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[("uploadId", upload_id)]);
+        let mut headers = checksum_headers(checksum);
+        if checksum.is_some() {
+            headers.insert(
+                "x-amz-checksum-type",
+                HeaderValue::from_static("FULL_OBJECT"),
+            );
+        }
         let resp = self
             .transport
             .send(
                 &s,
                 Method::POST,
                 &url,
-                HeaderMap::new(),
+                headers,
                 Bytes::from(xml::complete_body(parts)),
             )
             .await?;

@@ -1,6 +1,7 @@
 //! The S3 XML documents this backend reads and writes.
 
 use serde::Deserialize;
+use sluice_core::multipart::UploadedPart;
 use std::time::SystemTime;
 
 #[derive(Debug, Deserialize)]
@@ -105,13 +106,18 @@ pub fn parse<'a, T: Deserialize<'a>>(body: &'a str) -> Result<T, quick_xml::DeEr
     quick_xml::de::from_str(body)
 }
 
-/// `CompleteMultipartUpload`'s request body.
-pub fn complete_body(parts: &[(u32, String)]) -> String {
+/// `CompleteMultipartUpload`'s request body: each part's number, ETag and, when it was
+/// sent with one, checksum.
+pub fn complete_body(parts: &[UploadedPart]) -> String {
     let mut s = String::from("<CompleteMultipartUpload>");
-    for (n, etag) in parts {
+    for p in parts {
+        let crc = p.checksum.map_or_else(String::new, |c| {
+            format!("<ChecksumCRC64NVME>{}</ChecksumCRC64NVME>", c.to_base64())
+        });
         s.push_str(&format!(
-            "<Part><PartNumber>{n}</PartNumber><ETag>{}</ETag></Part>",
-            quick_xml::escape::escape(etag.as_str())
+            "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag>{crc}</Part>",
+            p.number,
+            quick_xml::escape::escape(p.etag.as_str())
         ));
     }
     s.push_str("</CompleteMultipartUpload>");
@@ -187,11 +193,21 @@ mod tests {
     }
 
     #[test]
-    fn complete_body_escapes_etags() {
+    fn complete_body_escapes_etags_and_carries_checksums() {
+        let part = |number, checksum| UploadedPart {
+            number,
+            etag: "\"a\"".into(),
+            checksum,
+        };
         assert_eq!(
-            complete_body(&[(1, "\"a\"".into())]),
+            complete_body(&[part(1, None)]),
             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>&quot;a&quot;</ETag></Part></CompleteMultipartUpload>"
         );
+        let crc = sluice_core::checksum::Crc::of(b"123456789");
+        assert!(complete_body(&[part(2, Some(crc))]).contains(&format!(
+            "<ETag>&quot;a&quot;</ETag><ChecksumCRC64NVME>{}</ChecksumCRC64NVME></Part>",
+            crc.to_base64()
+        )));
     }
 
     #[test]

@@ -22,8 +22,9 @@ use object_store::path::Path;
 use object_store::{
     ClientOptions, CredentialProvider, GetRange, ObjectStore as _, ObjectStoreExt as _, RetryConfig,
 };
+use sluice_core::checksum::Crc;
 use sluice_core::listing::{ListPage, UploadMarker, UploadsPage};
-use sluice_core::multipart::MultipartApi;
+use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::{
     ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store,
@@ -242,7 +243,14 @@ impl MultipartApi for ObjectStoreWire {
             .map_err(self.err(uri))?;
         Ok(meta(uri, m))
     }
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+    /// object_store can send no CRC (its one checksum option is SHA-256 on every request,
+    /// which costs more CPU than the upload): the checksums core passes are not sent.
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        _checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let r = self
             .store(uri.bucket())?
             .put(&path(uri)?, data.into())
@@ -251,7 +259,7 @@ impl MultipartApi for ObjectStoreWire {
         Ok(r.e_tag)
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri, _checksummed: bool) -> Result<String> {
         self.store(uri.bucket())?
             .create_multipart(&path(uri)?)
             .await
@@ -264,6 +272,7 @@ impl MultipartApi for ObjectStoreWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        _checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let id = upload_id.to_owned();
         let part = self
@@ -278,12 +287,13 @@ impl MultipartApi for ObjectStoreWire {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        _checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let parts = parts
             .iter()
-            .map(|(_, etag)| PartId {
-                content_id: etag.clone(),
+            .map(|p| PartId {
+                content_id: p.etag.clone(),
             })
             .collect();
         let r = self

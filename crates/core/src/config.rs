@@ -17,7 +17,7 @@
 //! | multipart threshold / part size | `SLUICE_MULTIPART_THRESHOLD`, `SLUICE_MULTIPART_PART_SIZE` (bytes, or `16MiB`) | 16 MiB / 16 MiB |
 //! | HTTP/2 | `SLUICE_HTTP2=1` | HTTP/1.1 |
 //! | connections | `SLUICE_MAX_CONNECTIONS` | 64 |
-//! | checksums (awssdk backend) | `AWS_REQUEST_CHECKSUM_CALCULATION`, `AWS_RESPONSE_CHECKSUM_VALIDATION` (`when_supported` \| `when_required`) | `when_required` both |
+//! | checksums | `AWS_REQUEST_CHECKSUM_CALCULATION`, `AWS_RESPONSE_CHECKSUM_VALIDATION` (`when_supported` \| `when_required`) | upload `when_supported` (hyper, awssdk), download `when_required` |
 
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
@@ -102,8 +102,7 @@ pub struct StoreConfig {
     /// Upper bound on open connections (and so on requests in flight) per client
     /// (`SLUICE_MAX_CONNECTIONS`, default 64).
     pub max_connections: usize,
-    /// End-to-end checksums on upload and download; off by default (see `Checksums` for
-    /// why), and only the awssdk backend computes them.
+    /// End-to-end checksums: on upload by default, on download off (see `Checksums`).
     pub checksums: Checksums,
     /// Set on the configuration of a wire built for a redirect's target: every address a
     /// connection of it resolves to is checked against `redirect::forbidden_ip` when it
@@ -113,18 +112,32 @@ pub struct StoreConfig {
 
 /// End-to-end checksums beyond what TLS already protects, named after the AWS SDKs'
 /// `AWS_REQUEST_CHECKSUM_CALCULATION` / `AWS_RESPONSE_CHECKSUM_VALIDATION` settings.
-/// Only the awssdk backend computes them today.
 ///
-/// Off by default (`when_required`), where the SDKs default to `when_supported`: the loader
-/// reads large objects as ranged GETs, for which S3 returns no whole-object checksum, so
-/// validation only ever covers small objects; and validating costs a CRC pass over every
-/// byte on the one core a client process may have (measured in the awssdk note).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// On upload, on by default (`when_supported`, as the SDKs): every PUT and part carries its
+/// CRC64NVME and a multipart object its whole CRC, which the store checks (`checksum`),
+/// for a few per cent of the upload's CPU. The hyper and awssdk backends send them;
+/// object_store can send only SHA-256, which costs more than the upload itself.
+///
+/// On download, off by default (`when_required`), where the SDKs default to
+/// `when_supported`: the loader reads large objects as ranged GETs, for which S3 returns no
+/// whole-object checksum, so validation only ever covers small objects; and validating
+/// costs a CRC pass over every byte on the one core a client process may have (measured in
+/// the awssdk note). Only the awssdk backend validates today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Checksums {
     /// Send a CRC of each uploaded body (`when_supported`).
     pub on_upload: bool,
     /// Check the object's CRC, when the store returns one, on whole-object GETs.
     pub on_download: bool,
+}
+
+impl Default for Checksums {
+    fn default() -> Self {
+        Self {
+            on_upload: true,
+            on_download: false,
+        }
+    }
 }
 
 /// The region when neither the environment (`AWS_REGION`, `AWS_DEFAULT_REGION`) nor the
@@ -784,6 +797,7 @@ mod tests {
             ("SLUICE_DIRECT_GET", "off"),
             ("AWS_CA_BUNDLE", "/tmp/ca.pem"),
             ("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_SUPPORTED"),
+            ("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"),
         ])
         .await
         .unwrap();

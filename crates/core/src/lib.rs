@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod checksum;
 pub mod config;
 pub mod credentials;
 pub mod error;

@@ -2,6 +2,7 @@
 //! payload into parts (zero-copy slices), upload a few at a time with retries, complete, and
 //! abort if anything fails so no orphaned parts keep costing storage.
 
+use crate::checksum::Crc;
 use crate::error::{Error, Result};
 use crate::resume::same_etag;
 use crate::retry::{RetryPolicy, retry};
@@ -19,13 +20,20 @@ use tokio::task::JoinSet;
 pub const PART_CONCURRENCY: usize = 4;
 
 /// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
-/// attempt each).
+/// attempt each). A `checksum` given is sent for the store to check the bytes against
+/// (`checksum`'s module says why and how); a stack that cannot send one ignores it.
 #[async_trait]
 pub trait MultipartApi: Send + Sync + 'static {
     /// One PUT of a whole object. Returns its ETag.
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>>;
-    /// CreateMultipartUpload. Returns the upload id every later call of the upload names.
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String>;
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>>;
+    /// CreateMultipartUpload; with `checksummed`, the upload's parts and whole object will
+    /// carry CRC64NVME checksums. Returns the upload id every later call of the upload names.
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String>;
     /// Returns the ETag the response carried; `upload` turns a missing one into an error.
     async fn upload_part(
         &self,
@@ -33,13 +41,15 @@ pub trait MultipartApi: Send + Sync + 'static {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>>;
-    /// `parts`: (part number, ETag) in order. Returns the object's ETag.
+    /// `parts` in order; `checksum` is the whole object's. Returns the object's ETag.
     async fn complete_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>>;
     /// AbortMultipartUpload: deletes the parts uploaded so far, which would otherwise be
     /// kept (and billed) by the store.
@@ -103,13 +113,24 @@ impl Drop for AbortGuard {
     }
 }
 
+/// A part uploaded: what CompleteMultipartUpload names it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadedPart {
+    /// 1 to 10,000.
+    pub number: u32,
+    /// The ETag the store answered the part with.
+    pub etag: String,
+    /// The checksum it was sent with, if any (repeated in Complete, as S3 asks).
+    pub checksum: Option<Crc>,
+}
+
 /// S3's ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<parts>`
 /// (quoted, lower-case hex; compared to a HEAD's without regard to quotes or case).
 /// `None` when a part's ETag is not an MD5 (stores that do not follow the convention).
-pub(crate) fn multipart_etag(parts: &[(u32, String)]) -> Option<String> {
+pub(crate) fn multipart_etag(parts: &[UploadedPart]) -> Option<String> {
     use md5::{Digest, Md5};
     let mut all = Md5::new();
-    for (_, etag) in parts {
+    for UploadedPart { etag, .. } in parts {
         let hex = etag.trim_matches('"');
         if hex.len() != 32 {
             return None;
@@ -135,12 +156,18 @@ async fn complete(
     policy: &RetryPolicy,
     uri: &ObjectUri,
     upload_id: &str,
-    parts: &[(u32, String)],
+    parts: &[UploadedPart],
 ) -> Result<Option<String>> {
+    // The whole object's CRC, when every part was sent with one.
+    let checksum = parts
+        .iter()
+        .map(|p| p.checksum)
+        .collect::<Option<Vec<Crc>>>()
+        .map(Crc::of_parts);
     let sent = std::sync::atomic::AtomicBool::new(false);
     retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
-        match api.complete_upload(uri, upload_id, parts).await {
+        match api.complete_upload(uri, upload_id, parts, checksum).await {
             Err(e) if again && no_such_upload(&e) => {
                 let expected = multipart_etag(parts);
                 match api.head_object(uri).await {
@@ -169,14 +196,16 @@ async fn complete(
     .await
 }
 
-/// Uploads `data` as parts of `part_size` bytes (the last shorter). On error, or if this
-/// future is dropped before Complete, the upload is aborted.
+/// Uploads `data` as parts of `part_size` bytes (the last shorter), each with its checksum
+/// when `checksums`. On error, or if this future is dropped before Complete, the upload is
+/// aborted.
 pub async fn upload(
     api: &Arc<dyn MultipartApi>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
     part_size: u64,
+    checksums: bool,
 ) -> Result<PutInfo> {
     let part_size = usize::try_from(part_size.max(1)).unwrap_or(usize::MAX);
     if data.len().div_ceil(part_size) > MAX_PARTS as usize {
@@ -188,15 +217,15 @@ pub async fn upload(
             ),
         ));
     }
-    let upload_id = retry(policy, || api.create_upload(uri)).await?;
+    let upload_id = retry(policy, || api.create_upload(uri, checksums)).await?;
     let mut guard = AbortGuard::new(api.clone(), uri.clone(), Some(upload_id.clone()));
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
         .enumerate()
         .map(|(i, c)| (i as u32 + 1, data.slice_ref(c)))
         .collect();
-    let uploaded: Result<Vec<(u32, String)>> = futures::stream::iter(parts)
-        .map(|(n, chunk)| upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk))
+    let uploaded: Result<Vec<UploadedPart>> = futures::stream::iter(parts)
+        .map(|(n, chunk)| upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk, checksums))
         .buffered(PART_CONCURRENCY)
         .try_collect()
         .await;
@@ -223,7 +252,8 @@ pub async fn upload(
     result
 }
 
-/// Uploads part `n` with retries; a reply without an ETag is an error (Complete needs it).
+/// Uploads part `n` with retries, with its checksum when `checksum` (computed once, sent
+/// with every attempt); a reply without an ETag is an error (Complete needs it).
 async fn upload_part(
     api: &dyn MultipartApi,
     policy: &RetryPolicy,
@@ -231,9 +261,11 @@ async fn upload_part(
     upload_id: &str,
     n: u32,
     chunk: Bytes,
-) -> Result<(u32, String)> {
+    checksum: bool,
+) -> Result<UploadedPart> {
+    let crc = checksum.then(|| Crc::of(&chunk));
     let etag = retry(policy, || async {
-        api.upload_part(uri, upload_id, n, chunk.clone())
+        api.upload_part(uri, upload_id, n, chunk.clone(), crc)
             .await?
             .ok_or_else(|| {
                 Error::transport(
@@ -243,7 +275,11 @@ async fn upload_part(
             })
     })
     .await?;
-    Ok((n, etag))
+    Ok(UploadedPart {
+        number: n,
+        etag,
+        checksum: crc,
+    })
 }
 
 /// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
@@ -254,11 +290,13 @@ pub async fn put(
     data: Bytes,
     threshold: u64,
     part_size: u64,
+    checksums: bool,
 ) -> Result<PutInfo> {
     if data.len() as u64 >= threshold {
-        return upload(api, policy, uri, data, part_size).await;
+        return upload(api, policy, uri, data, part_size, checksums).await;
     }
-    let etag = retry(policy, || api.put_object(uri, data.clone())).await?;
+    let crc = checksums.then(|| Crc::of(&data));
+    let etag = retry(policy, || api.put_object(uri, data.clone(), crc)).await?;
     Ok(PutInfo { etag, parts: None })
 }
 
@@ -276,8 +314,8 @@ pub struct MultipartWriter {
     /// Bytes written but not yet cut into a part (less than one part).
     pending: BytesMut,
     next_part: u32,
-    in_flight: JoinSet<Result<(u32, String)>>,
-    done: Vec<(u32, String)>,
+    in_flight: JoinSet<Result<UploadedPart>>,
+    done: Vec<UploadedPart>,
     written: u64,
     state: WriterState,
 }
@@ -339,7 +377,11 @@ impl MultipartWriter {
         let upload_id = match &self.upload.upload_id {
             Some(id) => id.clone(),
             None => {
-                let id = retry(&self.policy, || self.api.create_upload(&self.uri)).await?;
+                let checksummed = self.opts.checksums;
+                let id = retry(&self.policy, || {
+                    self.api.create_upload(&self.uri, checksummed)
+                })
+                .await?;
                 self.upload.upload_id = Some(id.clone());
                 id
             }
@@ -349,8 +391,9 @@ impl MultipartWriter {
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
+        let checksum = self.opts.checksums;
         self.in_flight.spawn(async move {
-            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part).await
+            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, checksum).await
         });
         Ok(())
     }
@@ -417,8 +460,9 @@ impl MultipartWriter {
     async fn finish_inner(&mut self) -> Result<WriteInfo> {
         let rest = self.pending.split().freeze();
         if self.upload.upload_id.is_none() {
+            let crc = self.opts.checksums.then(|| Crc::of(&rest));
             let etag = retry(&self.policy, || {
-                self.api.put_object(&self.uri, rest.clone())
+                self.api.put_object(&self.uri, rest.clone(), crc)
             })
             .await?;
             return Ok(WriteInfo {
@@ -433,7 +477,7 @@ impl MultipartWriter {
         while !self.in_flight.is_empty() {
             self.reap_one().await?;
         }
-        self.done.sort_unstable_by_key(|p| p.0);
+        self.done.sort_unstable_by_key(|p| p.number);
         let id = self.upload.upload_id.clone().unwrap_or_default();
         let etag = complete(self.api.as_ref(), &self.policy, &self.uri, &id, &self.done).await?;
         Ok(WriteInfo {
@@ -509,7 +553,9 @@ mod tests {
         fail_part: Option<u32>,
         no_etag_part: Option<u32>,
         aborted: Mutex<bool>,
-        completed: Mutex<Vec<(u32, String)>>,
+        completed: Mutex<Vec<UploadedPart>>,
+        /// The whole object's checksum Complete was sent with.
+        completed_checksum: Mutex<Option<Crc>>,
         /// Apply the first Complete but lose its answer; later ones find no upload.
         lose_complete_answer: bool,
         complete_calls: Mutex<u32>,
@@ -525,11 +571,16 @@ mod tests {
 
     #[async_trait]
     impl MultipartApi for Fake {
-        async fn put_object(&self, _: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+        async fn put_object(
+            &self,
+            _: &ObjectUri,
+            data: Bytes,
+            _: Option<Crc>,
+        ) -> Result<Option<String>> {
             self.single.lock().unwrap().push(data);
             Ok(Some("\"single\"".into()))
         }
-        async fn create_upload(&self, _: &ObjectUri) -> Result<String> {
+        async fn create_upload(&self, _: &ObjectUri, _: bool) -> Result<String> {
             *self.created.lock().unwrap() += 1;
             Ok("u1".into())
         }
@@ -539,7 +590,12 @@ mod tests {
             _: &str,
             n: u32,
             data: Bytes,
+            checksum: Option<Crc>,
         ) -> Result<Option<String>> {
+            assert!(
+                checksum.is_none_or(|c| c == Crc::of(&data)),
+                "part {n}'s checksum"
+            );
             {
                 let mut a = self.active.lock().unwrap();
                 a.0 += 1;
@@ -569,8 +625,10 @@ mod tests {
             &self,
             uri: &ObjectUri,
             _: &str,
-            parts: &[(u32, String)],
+            parts: &[UploadedPart],
+            checksum: Option<Crc>,
         ) -> Result<Option<String>> {
+            *self.completed_checksum.lock().unwrap() = checksum;
             let calls = {
                 let mut c = self.complete_calls.lock().unwrap();
                 *c += 1;
@@ -614,7 +672,7 @@ mod tests {
         let fake = Arc::new(Fake::default());
         let data = Bytes::from((0..25u8).collect::<Vec<_>>());
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10)
+        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10, false)
             .await
             .unwrap();
         assert_eq!(info.parts, Some(3));
@@ -626,7 +684,10 @@ mod tests {
         );
         assert_eq!(parts[1].1.as_ptr(), data[10..].as_ptr(), "no copy");
         let done = fake.completed.lock().unwrap().clone();
-        assert_eq!(done.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            done.iter().map(|p| p.number).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         assert!(!*fake.aborted.lock().unwrap());
     }
 
@@ -637,9 +698,16 @@ mod tests {
             ..Default::default()
         });
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let err = upload(&api(&fake), &policy(), &uri, Bytes::from(vec![0; 30]), 10)
-            .await
-            .unwrap_err();
+        let err = upload(
+            &api(&fake),
+            &policy(),
+            &uri,
+            Bytes::from(vec![0; 30]),
+            10,
+            false,
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("InvalidArgument"), "{err}");
         assert!(*fake.aborted.lock().unwrap());
     }
@@ -651,9 +719,16 @@ mod tests {
             ..Default::default()
         });
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let err = upload(&api(&fake), &policy(), &uri, Bytes::from(vec![0; 30]), 10)
-            .await
-            .unwrap_err();
+        let err = upload(
+            &api(&fake),
+            &policy(),
+            &uri,
+            Bytes::from(vec![0; 30]),
+            10,
+            false,
+        )
+        .await
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("UploadPart 3 answered without an ETag"),
@@ -675,6 +750,7 @@ mod tests {
                 part_size: part_size as u64,
                 max_in_flight,
                 abort_on_drop: true,
+                checksums: true,
             },
         )
         .unwrap()
@@ -709,8 +785,14 @@ mod tests {
         assert!(joined == data, "parts reassemble the bytes written");
         let done = fake.completed.lock().unwrap().clone();
         assert_eq!(
-            done.iter().map(|p| p.0).collect::<Vec<_>>(),
+            done.iter().map(|p| p.number).collect::<Vec<_>>(),
             vec![1, 2, 3, 4, 5]
+        );
+        // Each part was sent with its CRC, and Complete with the whole object's.
+        assert!(done.iter().all(|p| p.checksum.is_some()));
+        assert_eq!(
+            *fake.completed_checksum.lock().unwrap(),
+            Some(Crc::of(&data))
         );
         assert!(fake.single.lock().unwrap().is_empty());
         assert!(w.write(Bytes::from_static(b"x")).await.is_err(), "closed");
@@ -806,6 +888,7 @@ mod tests {
                 part_size: 1024,
                 max_in_flight: 1,
                 abort_on_drop: true,
+                checksums: false,
             },
         )
         .unwrap_err();
@@ -816,7 +899,7 @@ mod tests {
     async fn a_complete_whose_answer_was_lost_is_checked_by_head() {
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let data = Bytes::from(vec![0; 25]);
-        let parts: Vec<(u32, String)> = (1..=3).map(|n| (n, format!("\"{n:032x}\""))).collect();
+        let parts: Vec<UploadedPart> = (1..=3).map(|n| part(n, &format!("\"{n:032x}\""))).collect();
         let right = multipart_etag(&parts).unwrap();
         // The object HEAD finds is the one the parts make: written.
         let fake = Arc::new(Fake {
@@ -824,7 +907,7 @@ mod tests {
             head_etag: Mutex::new(Some(right.clone())),
             ..Default::default()
         });
-        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10)
+        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10, false)
             .await
             .unwrap();
         assert_eq!(info.etag, Some(right.clone()));
@@ -837,7 +920,7 @@ mod tests {
             ..Default::default()
         });
         assert!(
-            upload(&api(&fake), &policy(), &uri, data.clone(), 10)
+            upload(&api(&fake), &policy(), &uri, data.clone(), 10, false)
                 .await
                 .is_ok()
         );
@@ -847,7 +930,7 @@ mod tests {
             head_etag: Mutex::new(Some("\"other-3\"".into())),
             ..Default::default()
         });
-        let err = upload(&api(&fake), &policy(), &uri, data, 10)
+        let err = upload(&api(&fake), &policy(), &uri, data, 10, false)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("was not written"), "{err}");
@@ -860,10 +943,18 @@ mod tests {
         // (the value Python's hashlib gives).
         let md5a = "\"0cc175b9c0f1b6a831c399e269772661\"".to_owned();
         assert_eq!(
-            multipart_etag(&[(1, md5a.clone()), (2, md5a)]).as_deref(),
+            multipart_etag(&[part(1, &md5a), part(2, &md5a)]).as_deref(),
             Some("\"7b3c799ee8b11a11c798c8b41bed8502-2\"")
         );
-        assert_eq!(multipart_etag(&[(1, "\"not-md5\"".into())]), None);
+        assert_eq!(multipart_etag(&[part(1, "\"not-md5\"")]), None);
+    }
+
+    fn part(number: u32, etag: &str) -> UploadedPart {
+        UploadedPart {
+            number,
+            etag: etag.to_owned(),
+            checksum: None,
+        }
     }
 
     #[tokio::test]
@@ -874,7 +965,7 @@ mod tests {
         });
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let (a, p) = (api(&fake), policy());
-        let upload = upload(&a, &p, &uri, Bytes::from(vec![0; 30]), 10);
+        let upload = upload(&a, &p, &uri, Bytes::from(vec![0; 30]), 10, false);
         // Ctrl-C, or a caller's timeout: the future is dropped with parts in flight.
         assert!(
             tokio::time::timeout(Duration::from_millis(50), upload)

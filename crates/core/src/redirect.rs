@@ -17,11 +17,12 @@
 //! is sent unsigned, as curl and browsers drop `Authorization` on a cross-origin redirect. Only the origin of a `Location` is used: the
 //! request keeps its own path and query (a gateway's redirect names the same object).
 
+use crate::checksum::Crc;
 use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, UploadMarker, UploadsPage};
-use crate::multipart::MultipartApi;
+use crate::multipart::{MultipartApi, UploadedPart};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -414,12 +415,21 @@ impl<W: Wire> GetAttempt for Redirects<W> {
 
 #[async_trait]
 impl<W: Wire> MultipartApi for Redirects<W> {
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
-        follow!(self, uri.bucket(), |w| w.put_object(uri, data.clone()))
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
+        follow!(self, uri.bucket(), |w| w.put_object(
+            uri,
+            data.clone(),
+            checksum
+        ))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
-        follow!(self, uri.bucket(), |w| w.create_upload(uri))
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
+        follow!(self, uri.bucket(), |w| w.create_upload(uri, checksummed))
     }
 
     async fn upload_part(
@@ -428,12 +438,14 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         follow!(self, uri.bucket(), |w| w.upload_part(
             uri,
             upload_id,
             part_number,
-            data.clone()
+            data.clone(),
+            checksum
         ))
     }
 
@@ -441,10 +453,11 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         follow!(self, uri.bucket(), |w| w
-            .complete_upload(uri, upload_id, parts))
+            .complete_upload(uri, upload_id, parts, checksum))
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {

@@ -6,10 +6,11 @@
 //! other — goes to another. An answer from the server (404, 503 SlowDown, ...) says the
 //! node is alive and marks nothing.
 
+use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, UploadMarker, UploadsPage};
-use crate::multipart::MultipartApi;
+use crate::multipart::{MultipartApi, UploadedPart};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -261,12 +262,18 @@ impl<W: Wire> GetAttempt for Spread<W> {
 
 #[async_trait]
 impl<W: Wire> MultipartApi for Spread<W> {
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
-        self.attempt(data.len(), |w| w.put_object(uri, data)).await
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
+        self.attempt(data.len(), |w| w.put_object(uri, data, checksum))
+            .await
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
-        self.attempt(0, |w| w.create_upload(uri)).await
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
+        self.attempt(0, |w| w.create_upload(uri, checksummed)).await
     }
 
     async fn upload_part(
@@ -275,9 +282,10 @@ impl<W: Wire> MultipartApi for Spread<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         self.attempt(data.len(), |w| {
-            w.upload_part(uri, upload_id, part_number, data)
+            w.upload_part(uri, upload_id, part_number, data, checksum)
         })
         .await
     }
@@ -286,9 +294,10 @@ impl<W: Wire> MultipartApi for Spread<W> {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
-        self.attempt(0, |w| w.complete_upload(uri, upload_id, parts))
+        self.attempt(0, |w| w.complete_upload(uri, upload_id, parts, checksum))
             .await
     }
 

@@ -25,6 +25,9 @@ pub struct WriteOptions {
     /// Abort the upload (delete its parts) when the writer is dropped unfinished — a
     /// Ctrl-C, an exception in the producer. Off keeps the parts for a later resume.
     pub abort_on_drop: bool,
+    /// Send each part's and the whole object's CRC64NVME for the store to check
+    /// (`StoreConfig::checksums.on_upload`; see `checksum`).
+    pub checksums: bool,
 }
 
 impl WriteOptions {
@@ -34,6 +37,7 @@ impl WriteOptions {
             part_size: cfg.multipart_part_size,
             max_in_flight: crate::multipart::PART_CONCURRENCY,
             abort_on_drop: true,
+            checksums: cfg.checksums.on_upload,
         }
     }
 

@@ -7,10 +7,11 @@
 //! client stacks (building a request, reading its answer, mapping the library's typed errors
 //! to ours) is the wire; what must not differ is here.
 
+use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage, paginate};
-use crate::multipart::{self, MultipartApi, MultipartWriter};
+use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
 use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
 use crate::retry::retry;
@@ -210,14 +211,19 @@ impl<W: Wire> GetAttempt for Limited<W> {
 
 #[async_trait]
 impl<W: Wire> MultipartApi for Limited<W> {
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let _permit = self.permit().await;
-        self.wire.put_object(uri, data).await
+        self.wire.put_object(uri, data, checksum).await
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
         let _permit = self.permit().await;
-        self.wire.create_upload(uri).await
+        self.wire.create_upload(uri, checksummed).await
     }
 
     async fn upload_part(
@@ -226,10 +232,11 @@ impl<W: Wire> MultipartApi for Limited<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let _permit = self.permit().await;
         self.wire
-            .upload_part(uri, upload_id, part_number, data)
+            .upload_part(uri, upload_id, part_number, data, checksum)
             .await
     }
 
@@ -237,10 +244,13 @@ impl<W: Wire> MultipartApi for Limited<W> {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let _permit = self.permit().await;
-        self.wire.complete_upload(uri, upload_id, parts).await
+        self.wire
+            .complete_upload(uri, upload_id, parts, checksum)
+            .await
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
@@ -297,6 +307,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             data.0,
             cfg.multipart_threshold,
             cfg.multipart_part_size,
+            cfg.checksums.on_upload,
         )
         .await
     }
@@ -413,7 +424,7 @@ mod tests {
     async fn uploads_in_progress_are_listed_page_by_page_and_aborted() {
         let s = store_with(testing::config(), |w| w.with_page_size(2));
         for key in ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d", "other/e"] {
-            s.wire().create_upload(&uri(key)).await.unwrap();
+            s.wire().create_upload(&uri(key), false).await.unwrap();
         }
         s.wire().fail(Op::ListUploads, 1, slow_down);
         let found: Vec<Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();

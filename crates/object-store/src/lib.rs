@@ -56,6 +56,8 @@ impl SluiceObjectStore {
                 part_size: sluice_core::config::DEFAULT_MULTIPART_PART_SIZE,
                 max_in_flight: sluice_core::multipart::PART_CONCURRENCY,
                 abort_on_drop: true,
+                // The stores' default; a wire that cannot send checksums ignores it.
+                checksums: true,
             },
         }
     }

@@ -7,6 +7,7 @@ use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_loader::{BufferPool, OnError, Order, Sharding};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 use tokio::time::timeout;
@@ -117,6 +118,16 @@ pub struct Loader {
     rt: Arc<Runtime>,
     owner: u32,
     len: usize,
+    /// What `collect_batch` took from the loader but could not hand out yet (a failure and
+    /// what followed it in the batch): the next call, or `next()`, hands it out first, so
+    /// every object is returned or raised exactly once.
+    pending: Mutex<VecDeque<Loaded>>,
+}
+
+type Loaded = sluice_core::Result<sluice_loader::Object>;
+
+fn to_object(o: sluice_loader::Object) -> Object {
+    Object::new(o.uri.to_string(), o.data)
 }
 
 /// The store to read through: `client`'s, one made from `backend` and `config` (a
@@ -164,17 +175,30 @@ impl Loader {
     /// Waits for the next object, checking for signals every `SIGNAL_CHECK`, so Ctrl-C works
     /// even while a request stalls. `None` at the end (or once closed).
     fn next_item(&self, py: Python<'_>) -> PyResult<Option<sluice_core::Result<Object>>> {
+        if let Some(item) = self.pending().pop_front() {
+            return Ok(Some(item.map(to_object)));
+        }
         loop {
             let waited = self.with(py, |rt, l| {
                 rt.block_on(async { timeout(SIGNAL_CHECK, l.next()).await })
             })?;
             match waited {
                 None | Some(Ok(None)) => return Ok(None),
-                Some(Ok(Some(item))) => {
-                    return Ok(Some(item.map(|o| Object::new(o.uri.to_string(), o.data))));
-                }
+                Some(Ok(Some(item))) => return Ok(Some(item.map(to_object))),
                 Some(Err(_elapsed)) => py.check_signals()?,
             }
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, VecDeque<Loaded>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts `items` back in front of what is pending, in their order.
+    fn hold(&self, items: Vec<Loaded>) {
+        let mut pending = self.pending();
+        for item in items.into_iter().rev() {
+            pending.push_front(item);
         }
     }
 
@@ -256,6 +280,7 @@ impl Loader {
             store,
             len: loader.len(),
             inner: Mutex::new(Some(loader)),
+            pending: Mutex::default(),
             rt,
             owner: std::process::id(),
         })
@@ -270,14 +295,20 @@ impl Loader {
     }
 
     /// Up to `n` objects, waiting until `n` are ready or the dataset ends; `[]` at the end.
-    /// A failed object raises its error (the rest of that batch is dropped); to skip failures
-    /// and go on, iterate with on_error="deliver".
+    /// A batch with a failed object returns the objects before it; the next call raises its
+    /// error, and the objects after it come after that (with on_error="deliver", catch the
+    /// error and call again to go on): every object is returned or raised exactly once.
     fn collect_batch(&self, py: Python<'_>, n: usize) -> PyResult<Vec<Object>> {
         if n == 0 {
             return Err(value_error("n", "must be at least 1"));
         }
-        let mut batch = Vec::with_capacity(n);
-        loop {
+        let mut batch: Vec<Loaded> = {
+            let mut pending = self.pending();
+            let held = pending.len().min(n);
+            pending.drain(..held).collect()
+        };
+        // A held failure ends the batch where it stands: no need to wait for more.
+        while !batch.iter().any(Result::is_err) {
             // `fill_batch` is cancel-safe: what arrived before a timeout stays in `batch`.
             let waited = self.with(py, |rt, l| {
                 // `timeout` needs the runtime's context: build it inside the async block.
@@ -288,13 +319,22 @@ impl Loader {
                 Some(Err(_elapsed)) => py.check_signals()?,
             }
         }
-        batch
+        if let Some(failed) = batch.iter().position(Result::is_err) {
+            // What follows the failure is handed out by the next calls; the failure itself
+            // now if nothing comes before it, else by the next call.
+            let mut rest = batch.split_off(failed);
+            if failed == 0
+                && let Err(e) = rest.remove(0)
+            {
+                self.hold(rest);
+                return Err(to_py(e));
+            }
+            self.hold(rest);
+        }
+        Ok(batch
             .into_iter()
-            .map(|r| {
-                r.map(|o| Object::new(o.uri.to_string(), o.data))
-                    .map_err(to_py)
-            })
-            .collect()
+            .map(|r| r.map(to_object).expect("only objects before the failure"))
+            .collect())
     }
 
     /// Counters so far: objects, bytes, elapsed_s, mb_per_s, requests, retries, errors,

@@ -110,6 +110,29 @@ def test_errors_raise_or_are_delivered(server, client, prefix):
     assert next(l).uri == uris[1]
 
 
+def test_a_batch_with_a_failure_loses_no_object(server, client, prefix):
+    """collect_batch returns the objects before a failure, raises it on the next call, and
+    returns the rest after: each object once (the fault soak found the rest dropped)."""
+    uris = server.fill(prefix, 6, 1000)
+    missing = f"s3://{server.bucket}/{prefix}missing"
+    ds = sluice.Dataset.from_uris(uris[:2] + [missing] + uris[2:])
+    l = sluice.Loader(ds, order="input", on_error="deliver", client=client)
+    first = l.collect_batch(5)
+    assert [o.uri for o in first] == uris[:2]
+    with pytest.raises(FileNotFoundError, match=missing):
+        l.collect_batch(5)
+    rest = l.collect_batch(5)
+    assert [o.uri for o in rest] == uris[2:]
+    assert all(bytes(o) == pattern(o.uri.split("/", 3)[3], 1000) for o in first + rest)
+    assert l.collect_batch(5) == []
+    # A failure first in a batch raises at once; next() takes what is held, in order.
+    l = sluice.Loader(sluice.Dataset.from_uris([missing] + uris[:3]), order="input", on_error="deliver", client=client)
+    with pytest.raises(FileNotFoundError):
+        l.collect_batch(2)
+    assert next(l).uri == uris[0]
+    assert [o.uri for o in l.collect_batch(5)] == uris[1:3]
+
+
 def test_dataset_pickles_with_sizes(server, client, prefix):
     server.fill(prefix, 3, 100)
     ds = sluice.Dataset.from_prefix(f"s3://{server.bucket}/{prefix}", client=client)

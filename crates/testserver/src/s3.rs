@@ -78,6 +78,26 @@ fn etag(quoted: &str) -> ETag {
     ETag::Strong(quoted.trim_matches('"').to_owned())
 }
 
+/// As S3: bytes that do not match the CRC64NVME sent with them are refused, 400 BadDigest
+/// (a value that is not one is 400 InvalidRequest).
+fn check_crc(sent: Option<&str>, data: &[u8]) -> S3Result<()> {
+    use sluice_core::checksum::Crc;
+    let Some(sent) = sent else { return Ok(()) };
+    let value = Crc::parse_base64(sent).ok_or_else(|| {
+        s3_error!(
+            InvalidRequest,
+            "x-amz-checksum-crc64nvme is not a CRC64NVME value"
+        )
+    })?;
+    if value != Crc::of(data).crc {
+        return Err(s3_error!(
+            BadDigest,
+            "The CRC64NVME you specified did not match the calculated checksum."
+        ));
+    }
+    Ok(())
+}
+
 async fn collect_body(body: Option<StreamingBlob>) -> S3Result<Bytes> {
     let Some(body) = body else {
         return Ok(Bytes::new());
@@ -274,6 +294,7 @@ impl S3 for MemoryS3 {
                 format!("Content-Length {n} but {} bytes received", data.len()),
             ));
         }
+        check_crc(i.checksum_crc64nvme.as_deref(), &data)?;
         let obj = StoredObject::new(data);
         let tag = etag(&obj.etag);
         self.storage
@@ -439,6 +460,7 @@ impl S3 for MemoryS3 {
         self.request_fault().await?;
         let i = req.input;
         let data = collect_body(i.body).await?;
+        check_crc(i.checksum_crc64nvme.as_deref(), &data)?;
         let tag = format!("\"{}\"", hex::encode(Md5::digest(&data)));
         let mut uploads = self.storage.uploads.lock().unwrap();
         let up = uploads
@@ -489,9 +511,12 @@ impl S3 for MemoryS3 {
             {
                 return Err(s3_error!(InvalidPart, "part {} ETag does not match", n));
             }
+            check_crc(p.checksum_crc64nvme.as_deref(), data)?;
             body.extend_from_slice(data);
             md5s.extend_from_slice(&hex::decode(tag.trim_matches('"')).unwrap_or_default());
         }
+        // The whole object's CRC, when the client sent it: what it sent, assembled here.
+        check_crc(i.checksum_crc64nvme.as_deref(), &body)?;
         let tag = format!("\"{}-{}\"", hex::encode(Md5::digest(&md5s)), listed.len());
         let obj = StoredObject::with_etag(Bytes::from(body), tag.clone());
         self.storage

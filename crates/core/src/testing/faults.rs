@@ -1,9 +1,10 @@
 //! `Faulty`: a wire whose chosen calls fail with chosen errors.
 
+use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, UploadMarker, UploadsPage};
-use crate::multipart::MultipartApi;
+use crate::multipart::{MultipartApi, UploadedPart};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -131,14 +132,19 @@ impl<W: Wire> GetAttempt for Faulty<W> {
 
 #[async_trait]
 impl<W: Wire> MultipartApi for Faulty<W> {
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         self.call(Op::Put, uri)?;
-        self.inner.put_object(uri, data).await
+        self.inner.put_object(uri, data, checksum).await
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
         self.call(Op::CreateUpload, uri)?;
-        self.inner.create_upload(uri).await
+        self.inner.create_upload(uri, checksummed).await
     }
 
     async fn upload_part(
@@ -147,10 +153,11 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         self.call(Op::UploadPart, uri)?;
         self.inner
-            .upload_part(uri, upload_id, part_number, data)
+            .upload_part(uri, upload_id, part_number, data, checksum)
             .await
     }
 
@@ -158,10 +165,13 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         self.call(Op::CompleteUpload, uri)?;
-        self.inner.complete_upload(uri, upload_id, parts).await
+        self.inner
+            .complete_upload(uri, upload_id, parts, checksum)
+            .await
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {

@@ -1,9 +1,10 @@
 //! `MemoryWire`: S3's answers from a map in memory.
 
+use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, multipart_etag};
+use crate::multipart::{MultipartApi, UploadedPart, multipart_etag};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -264,13 +265,33 @@ impl GetAttempt for MemoryWire {
     }
 }
 
+/// As S3: bytes that do not match the checksum sent with them are refused (400 BadDigest).
+fn check(uri: &ObjectUri, data: &[u8], checksum: Option<Crc>) -> Result<()> {
+    match checksum {
+        Some(sent) if sent != Crc::of(data) => Err(Error::from_service(
+            uri.to_string(),
+            400,
+            "BadDigest",
+            "The CRC64NVME you specified did not match the calculated checksum.",
+            None,
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[async_trait]
 impl MultipartApi for MemoryWire {
-    async fn put_object(&self, uri: &ObjectUri, data: Bytes) -> Result<Option<String>> {
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
+        check(uri, &data, checksum)?;
         Ok(Some(self.insert(uri, data)))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri) -> Result<String> {
+    async fn create_upload(&self, uri: &ObjectUri, _checksummed: bool) -> Result<String> {
         let mut st = self.state();
         st.next_upload += 1;
         let id = format!("upload-{}", st.next_upload);
@@ -284,7 +305,9 @@ impl MultipartApi for MemoryWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
+        check(uri, &data, checksum)?;
         let etag = md5_etag(&data);
         let mut st = self.state();
         let (_, parts) = st.uploads.get_mut(upload_id).ok_or_else(|| {
@@ -298,14 +321,18 @@ impl MultipartApi for MemoryWire {
         &self,
         uri: &ObjectUri,
         upload_id: &str,
-        parts: &[(u32, String)],
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         let mut st = self.state();
         let (_, stored) = st.uploads.remove(upload_id).ok_or_else(|| {
             Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
         })?;
         let mut data = Vec::new();
-        for (n, etag) in parts {
+        for UploadedPart {
+            number: n, etag, ..
+        } in parts
+        {
             match stored.get(n) {
                 Some((bytes, tag)) if same_etag(tag, etag) => data.extend_from_slice(bytes),
                 _ => {
@@ -319,6 +346,7 @@ impl MultipartApi for MemoryWire {
                 }
             }
         }
+        check(uri, &data, checksum)?;
         let etag = multipart_etag(parts).unwrap_or_else(|| md5_etag(&data));
         st.objects.insert(
             (uri.bucket().to_owned(), uri.key().to_owned()),
