@@ -225,7 +225,10 @@ pub async fn upload(
         .map(|(i, c)| (i as u32 + 1, data.slice_ref(c)))
         .collect();
     let uploaded: Result<Vec<UploadedPart>> = futures::stream::iter(parts)
-        .map(|(n, chunk)| upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk, checksums))
+        .map(|(n, chunk)| {
+            let crc = checksums.then(|| Crc::of(&chunk));
+            upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk, crc)
+        })
         .buffered(PART_CONCURRENCY)
         .try_collect()
         .await;
@@ -252,8 +255,8 @@ pub async fn upload(
     result
 }
 
-/// Uploads part `n` with retries, with its checksum when `checksum` (computed once, sent
-/// with every attempt); a reply without an ETag is an error (Complete needs it).
+/// Uploads part `n` with retries, with its checksum `crc` when given (sent with every
+/// attempt); a reply without an ETag is an error (Complete needs it).
 async fn upload_part(
     api: &dyn MultipartApi,
     policy: &RetryPolicy,
@@ -261,9 +264,8 @@ async fn upload_part(
     upload_id: &str,
     n: u32,
     chunk: Bytes,
-    checksum: bool,
+    crc: Option<Crc>,
 ) -> Result<UploadedPart> {
-    let crc = checksum.then(|| Crc::of(&chunk));
     let etag = retry(policy, || async {
         api.upload_part(uri, upload_id, n, chunk.clone(), crc)
             .await?
@@ -313,6 +315,8 @@ pub struct MultipartWriter {
     upload: AbortGuard,
     /// Bytes written but not yet cut into a part (less than one part).
     pending: BytesMut,
+    /// Their CRC, when checksums are on and any are pending.
+    pending_crc: Option<Crc>,
     next_part: u32,
     in_flight: JoinSet<Result<UploadedPart>>,
     done: Vec<UploadedPart>,
@@ -350,6 +354,7 @@ impl MultipartWriter {
             uri,
             opts,
             pending: BytesMut::new(),
+            pending_crc: None,
             next_part: 1,
             in_flight: JoinSet::new(),
             done: Vec::new(),
@@ -362,8 +367,9 @@ impl MultipartWriter {
         usize::try_from(self.opts.part_size).unwrap_or(usize::MAX)
     }
 
-    /// Starts uploading `part` as the next part number, first waiting for a slot.
-    async fn send(&mut self, part: Bytes) -> Result<()> {
+    /// Starts uploading `part` (whose CRC is `crc`, when checksums are on) as the next part
+    /// number, first waiting for a slot.
+    async fn send(&mut self, part: Bytes, crc: Option<Crc>) -> Result<()> {
         let n = self.next_part;
         if n > MAX_PARTS {
             return Err(Error::config(
@@ -391,9 +397,8 @@ impl MultipartWriter {
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
-        let checksum = self.opts.checksums;
         self.in_flight.spawn(async move {
-            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, checksum).await
+            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await
         });
         Ok(())
     }
@@ -438,29 +443,50 @@ impl MultipartWriter {
         }
     }
 
+    /// The CRC of `bytes` when checksums are on. Taken as the bytes arrive, while they are
+    /// still in the cache the caller (or the copy into `pending`) left them in: a CRC pass
+    /// over a part later, from memory, cost 11% of `sluice cp`'s CPU (`crc-fast`: 80 GB/s
+    /// from L2, 12 from DRAM on the 2-core VM).
+    fn crc(&self, bytes: &[u8]) -> Option<Crc> {
+        self.opts.checksums.then(|| Crc::of(bytes))
+    }
+
+    /// The bytes pending, as a part, with their CRC.
+    fn take_pending(&mut self) -> (Bytes, Option<Crc>) {
+        let crc = self.pending_crc.take();
+        (self.pending.split().freeze(), crc)
+    }
+
     async fn write_inner(&mut self, mut data: Bytes) -> Result<()> {
         let part_len = self.part_len();
         while !data.is_empty() {
             if self.pending.is_empty() && data.len() >= part_len {
                 // A whole part inside the caller's buffer: sent without a copy.
                 let part = data.split_to(part_len);
-                self.send(part).await?;
+                let crc = self.crc(&part);
+                self.send(part, crc).await?;
                 continue;
             }
             let take = (part_len - self.pending.len()).min(data.len());
-            self.pending.extend_from_slice(&data.split_to(take));
+            let piece = data.split_to(take);
+            self.pending.extend_from_slice(&piece);
+            if let Some(crc) = self.crc(&piece) {
+                let so_far = self.pending_crc.unwrap_or_else(|| Crc::of(&[]));
+                self.pending_crc = Some(so_far.then(crc));
+            }
             if self.pending.len() == part_len {
-                let part = self.pending.split().freeze();
-                self.send(part).await?;
+                let (part, crc) = self.take_pending();
+                self.send(part, crc).await?;
             }
         }
         Ok(())
     }
 
     async fn finish_inner(&mut self) -> Result<WriteInfo> {
-        let rest = self.pending.split().freeze();
+        let (rest, pending_crc) = self.take_pending();
+        // Nothing written at all: the CRC of no bytes.
+        let crc = pending_crc.or_else(|| self.crc(&rest));
         if self.upload.upload_id.is_none() {
-            let crc = self.opts.checksums.then(|| Crc::of(&rest));
             let etag = retry(&self.policy, || {
                 self.api.put_object(&self.uri, rest.clone(), crc)
             })
@@ -472,7 +498,7 @@ impl MultipartWriter {
             });
         }
         if !rest.is_empty() {
-            self.send(rest).await?;
+            self.send(rest, crc).await?;
         }
         while !self.in_flight.is_empty() {
             self.reap_one().await?;
