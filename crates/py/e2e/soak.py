@@ -895,7 +895,7 @@ def summary(stats: Stats, samples: List[Sample], server_stats: Dict[str, Any], m
     checks: List[Tuple[str, Optional[bool], str]] = []
     ok: Optional[bool]
     checks.append(("wrong bytes or lost objects", stats.wrong_bytes == 0 and not stats.wrong_objects and not stats.bad_deliveries,
-                   f"{stats.wrong_bytes} wrong bytes in {len(stats.wrong_objects)} reads; {len(stats.bad_deliveries)} lost, duplicated or misdirected deliveries"))
+                   f"{stats.wrong_bytes} wrong bytes ({len(stats.wrong_objects)} reads with any); {len(stats.bad_deliveries)} lost, duplicated or misdirected deliveries"))
     checks.append(("hangs", True, f"none: no operation took over {HANG_S:.0f} s (the watchdog aborts the run on one)"))
     checks.append(("unexpected exceptions", not stats.unexpected,
                    f"{len(stats.unexpected)} errors that are not OSErrors" + (f": {stats.unexpected[:3]}" if stats.unexpected else "")))
