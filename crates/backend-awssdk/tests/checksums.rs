@@ -1,5 +1,6 @@
-//! End-to-end checksums, the SDK's feature that the other backends lack: validated on
-//! whole-object GETs only when switched on, and a mismatch is an `Integrity` error.
+//! Download checksums, which only this backend validates today: on whole-object GETs, when
+//! switched on, a mismatch is an `Integrity` error. (Upload checksums, which core computes
+//! for every stack that can send them, are tested in `crates/sluice/tests/integrity.rs`.)
 
 use bytes::Bytes;
 use sluice_backend_awssdk::AwsSdkStore;
@@ -69,7 +70,7 @@ async fn checksummed_uploads_and_validated_downloads_round_trip() {
         on_download: true,
     };
     let (_server, store) = setup(both).await;
-    // Single PUT (aws-chunked with a trailing CRC) and multipart (above the 16 MiB threshold).
+    // Single PUT and multipart (above the 16 MiB threshold), each with core's CRC64NVME.
     for (key, len) in [("small", 100_000), ("large", 20 << 20)] {
         let data = Bytes::from(pattern::generate(key, len));
         within("put", store.put(&uri(key), data.clone().into()))

@@ -81,8 +81,9 @@ struct Idle {
     conns: HashMap<Origin, Vec<(Conn, Instant)>>,
     /// A task closes connections that stay idle too long while there are any (hyper's
     /// pool does the same with its idle interval): a client that stops reading must not
-    /// hold sockets (and the server's slots) open forever.
-    reaper: bool,
+    /// hold sockets (and the server's slots) open forever. Started again when it has ended
+    /// (no connections left, or its runtime shut down).
+    reaper: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Idle {
@@ -401,30 +402,28 @@ impl Direct {
             conns.remove(0);
         }
         conns.push((conn, Instant::now()));
-        if !idle.reaper {
+        if idle.reaper.as_ref().is_none_or(|r| r.is_finished()) {
             idle.reaper = self.start_reaper();
         }
     }
 
     /// Starts the task that reaps idle connections until none is left (or the client is
-    /// gone); whether it started (outside a runtime it cannot, and `put_back` retries).
-    fn start_reaper(&self) -> bool {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return false;
-        };
+    /// gone); `None` outside a runtime (`put_back` tries again).
+    fn start_reaper(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let rt = tokio::runtime::Handle::try_current().ok()?;
         let (idle, timeout) = (Arc::downgrade(&self.idle), self.idle_timeout);
-        rt.spawn(async move {
+        Some(rt.spawn(async move {
             loop {
                 tokio::time::sleep(timeout / 2).await;
                 let Some(idle) = idle.upgrade() else { return };
                 let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
                 if !idle.reap(timeout) {
-                    idle.reaper = false;
+                    // Under the lock: the next `put_back` sees no reaper and starts one.
+                    idle.reaper = None;
                     return;
                 }
             }
-        });
-        true
+        }))
     }
 
     fn io_error(&self, subject: &str, doing: &str, e: io::Error) -> Error {
@@ -708,8 +707,9 @@ mod tests {
             assert!(closed(s).await, "an idle connection is reaped");
         }
         let idle = d.idle.lock().unwrap();
+        let stopped = idle.reaper.is_none();
         assert!(
-            idle.conns.is_empty() && !idle.reaper,
+            idle.conns.is_empty() && stopped,
             "the reaper stops when none is left"
         );
     }

@@ -267,8 +267,12 @@ impl MultipartApi for HyperWire {
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[("uploadId", upload_id)]);
-        let mut headers = checksum_headers(checksum);
-        if checksum.is_some() {
+        // The whole object's CRC and its type, as the SDKs send them on Complete (which has
+        // no body checksum of its own: no `x-amz-sdk-checksum-algorithm`).
+        let mut headers = HeaderMap::new();
+        if let Some(crc) = checksum {
+            let value = HeaderValue::from_str(&crc.to_base64()).expect("base64 is a header value");
+            headers.insert(checksum::HEADER, value);
             headers.insert(
                 "x-amz-checksum-type",
                 HeaderValue::from_static("FULL_OBJECT"),

@@ -349,19 +349,22 @@ async fn copy_job(
         Some(n) => n,
         None => store.head(&job.src).await.map_err(fail)?.size,
     };
-    if let Some((dir, segments)) = &dest.confined {
-        let file = crate::outdir::OutFile::create(dir, segments, size)?;
+    if let Some((dir, segments)) = dest.confined.clone() {
+        use crate::outdir::{OutFile, blocking};
+        let file = Arc::new(blocking(move || OutFile::create(&dir, &segments, size)).await?);
         let mut at = 0;
         while at < size {
             let len = CHUNK.min(size - at);
             let chunk = read(store, &job.src, job.etag.clone(), at, len)
                 .await
                 .map_err(fail)?;
-            file.write_at(&chunk, at)?;
-            at += chunk.len() as u64;
-            bar.inc(chunk.len() as u64);
+            let (n, f) = (chunk.len() as u64, file.clone());
+            blocking(move || f.write_at(&chunk, at)).await?;
+            at += n;
+            bar.inc(n);
         }
-        file.publish()?;
+        let file = Arc::try_unwrap(file).map_err(|_| "the file is still being written")?;
+        blocking(move || file.publish()).await?;
         return Ok(Done::Copied(size));
     }
     if size <= sluice_core::MAX_COPY_SIZE {

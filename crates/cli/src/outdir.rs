@@ -136,6 +136,16 @@ fn walk_dirs(
 
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Runs file work `f` on tokio's blocking pool: a slow disk must never hold the runtime's
+/// threads, and the GETs in flight on them, into their stall timeouts.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(format!("the writing task failed: {e}")))
+}
+
 /// Writes `data` to `segments` under `dir` (see `OutFile`). Returns the final path.
 #[cfg(test)]
 pub fn write(dir: &Path, segments: &[String], data: &[u8]) -> Result<PathBuf, String> {

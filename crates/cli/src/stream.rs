@@ -292,9 +292,7 @@ async fn read_range(
     if let Some(Ok(file)) = taken {
         // Every other range has written and let go of the file.
         let published = match Arc::try_unwrap(file) {
-            Ok(file) => tokio::task::spawn_blocking(move || file.publish())
-                .await
-                .unwrap_or_else(|e| Err(format!("the writing task failed: {e}"))),
+            Ok(file) => crate::outdir::blocking(move || file.publish()).await,
             Err(_) => Err("a range still holds the file".into()),
         };
         if let Err(why) = published {

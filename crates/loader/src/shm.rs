@@ -166,7 +166,10 @@ extern "C" fn reserve_inherited_arenas() {
                 0,
             )
         };
-        // A kernel older than 4.17 takes the flag as a hint and may map elsewhere.
+        // A kernel older than 4.17 takes the flag as a hint and may map elsewhere. Failing
+        // (EEXIST) leaves what is there: an earlier fork's reservation (a grandchild), or,
+        // should another fork handler have mapped into the hole, that mapping, which the
+        // arena record then covers as in a child without this handler.
         if p != libc::MAP_FAILED && p as usize != base {
             // SAFETY: the mapping just made, which nothing else knows of.
             unsafe { libc::munmap(p, len) };
@@ -336,6 +339,13 @@ fn parse_size(s: &str) -> Option<usize> {
 /// keeps it.
 pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    // Before any arena is known: a fork from another thread must never find one without
+    // the handler that reserves it in the child.
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a handler that only makes syscalls (see its doc).
+    AT_FORK.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(reserve_inherited_arenas));
+    });
     // Waited for a while only: a fork while another thread was setting up leaves the lock
     // held in the child forever (then this process goes without).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
@@ -460,11 +470,6 @@ pub fn set_up(dir: &Path, size: usize) -> std::io::Result<()> {
         LEN[index].store(size, Ordering::Relaxed);
         OWNER[index].store(pid(), Ordering::Relaxed);
         BASE[index].store(base as usize, Ordering::Release);
-        static AT_FORK: std::sync::Once = std::sync::Once::new();
-        // SAFETY: registers a handler that only makes syscalls (see its doc).
-        AT_FORK.call_once(|| unsafe {
-            libc::pthread_atfork(None, None, Some(reserve_inherited_arenas));
-        });
         tracing::debug!(path = %path.display(), reused = file_len, "shared-memory pool slot claimed");
         return Ok(());
     }

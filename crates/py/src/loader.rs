@@ -175,6 +175,8 @@ impl Loader {
     /// Waits for the next object, checking for signals every `SIGNAL_CHECK`, so Ctrl-C works
     /// even while a request stalls. `None` at the end (or once closed).
     fn next_item(&self, py: Python<'_>) -> PyResult<Option<sluice_core::Result<Object>>> {
+        // Before anything held is handed out: in a forked child, those are the parent's.
+        check_owner(self.owner, "sluice.Loader")?;
         if let Some(item) = self.pending().pop_front() {
             return Ok(Some(item.map(to_object)));
         }
@@ -302,6 +304,7 @@ impl Loader {
         if n == 0 {
             return Err(value_error("n", "must be at least 1"));
         }
+        check_owner(self.owner, "sluice.Loader")?;
         let mut batch: Vec<Loaded> = {
             let mut pending = self.pending();
             let held = pending.len().min(n);
@@ -313,10 +316,16 @@ impl Loader {
             let waited = self.with(py, |rt, l| {
                 // `timeout` needs the runtime's context: build it inside the async block.
                 rt.block_on(async { timeout(SIGNAL_CHECK, l.fill_batch(&mut batch, n)).await })
-            })?;
-            match waited {
-                None | Some(Ok(())) => break,
-                Some(Err(_elapsed)) => py.check_signals()?,
+            });
+            let interrupted = match waited {
+                Ok(None | Some(Ok(()))) => break,
+                Ok(Some(Err(_elapsed))) => py.check_signals().err(),
+                Err(e) => Some(e),
+            };
+            if let Some(e) = interrupted {
+                // Ctrl-C (or an alarm) while waiting: what arrived is kept for the next call.
+                self.hold(batch);
+                return Err(e);
             }
         }
         if let Some(failed) = batch.iter().position(Result::is_err) {
@@ -369,8 +378,9 @@ impl Loader {
         // loader's tasks inside the runtime, both happen without the GIL.
         py.detach(|| {
             let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let held = std::mem::take(&mut *self.pending());
             let _in_runtime = self.rt.enter();
-            drop(taken);
+            drop((taken, held));
         });
     }
 

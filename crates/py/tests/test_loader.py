@@ -181,6 +181,15 @@ def test_a_loader_from_the_parent_fails_clearly_in_a_fork(server, client, prefix
     msg = q.get(timeout=30)
     p.join(timeout=30)
     assert "cannot be used after fork" in msg
+    # Objects a batch held back (after a failure) are the parent's too: refused the same way.
+    missing = f"s3://{server.bucket}/{prefix}missing"
+    loader = sluice.Loader(sluice.Dataset.from_uris([uris[0], missing, uris[1]]), order="input", on_error="deliver", client=client)
+    assert [o.uri for o in loader.collect_batch(3)] == uris[:1]
+    p = ctx.Process(target=_use_inherited, args=(loader, q))
+    p.start()
+    msg = q.get(timeout=30)
+    p.join(timeout=30)
+    assert "cannot be used after fork" in msg
 
 
 def _use_inherited(loader, q):

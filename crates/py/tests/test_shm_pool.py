@@ -116,13 +116,21 @@ def test_the_sweep_judges_pools_by_their_lock_not_by_names(tmp_path, monkeypatch
     foreign.mkdir()
     (foreign / "owner").touch()
     (foreign / "slot-0").write_bytes(b"in use")
+    # A pool whose maker is gone but which an exec'd process still uses (its slot locked).
+    used = tmp_path / f"{head}999999998-used"
+    used.mkdir()
+    (used / "owner").touch()
+    (used / "slot-0").write_bytes(b"in use")
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); "
-            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+            "import fcntl, os, sys\n"
+            "fds = [os.open(p, os.O_RDONLY) for p in sys.argv[1:]]\n"
+            "[fcntl.flock(fd, fcntl.LOCK_EX) for fd in fds]\n"
+            "print('held', flush=True); sys.stdin.read()",
             str(foreign / "owner"),
+            str(used / "slot-0"),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -134,10 +142,18 @@ def test_the_sweep_judges_pools_by_their_lock_not_by_names(tmp_path, monkeypatch
         abandoned = tmp_path / f"{head}1-dead"
         abandoned.mkdir()
         (abandoned / "owner").touch()
+        # Staging names: one whose maker died after locking (swept), one being made (left).
+        died = tmp_path / f".{head}died"
+        died.mkdir()
+        (died / "owner").touch()
+        making = tmp_path / f".{head}making"
+        making.mkdir()
         path = alias.shared_memory_pool(str(tmp_path))
         assert path is not None and os.path.isdir(path)
         assert (foreign / "slot-0").read_bytes() == b"in use", "a live pool is left alone"
+        assert (used / "slot-0").exists(), "a pool with a slot in use is left alone"
         assert not abandoned.exists(), "an abandoned pool is swept"
+        assert not died.exists() and making.exists(), "staging names judged the same way"
         assert (tmp_path / f"{head}file-x").exists(), "not a directory: not touched"
         # Its own pool is locked while this process lives: another sweep leaves it.
         out = subprocess.run(

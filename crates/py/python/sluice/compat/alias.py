@@ -55,11 +55,12 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
     it is set already), removed at exit, after removing those whose processes are gone
     (killed before their exit ran). The directory's path, or None when it was not made.
 
-    A pool is alive while a process holds the lock on its ``owner`` file: the process that
-    made it, and the children it forked, which inherit the lock (an ``flock`` belongs to the
-    open file, not the PID). So liveness needs no PID, and processes in other PID namespaces
-    sharing ``/dev/shm`` (containers run with ``--ipc=host``) never remove each other's
-    pools; names anyone else planted in ``root`` are ignored."""
+    A pool is alive while a process holds the lock on its ``owner`` file (the process that
+    made it, and the children it forked, which inherit the lock: an ``flock`` belongs to the
+    open file, not the PID) or on one of its ``slot-N`` files (each process using the pool,
+    exec'd ones included, holds its slot's). So liveness needs no PID, and processes in
+    other PID namespaces sharing ``/dev/shm`` (containers run with ``--ipc=host``) never
+    remove each other's pools; names anyone else planted in ``root`` are ignored."""
     if os.environ.get("SLUICE_SHM_POOL") or not os.access(root, os.W_OK):
         return None
     head = f"sluice-pool-{os.getuid()}-"
@@ -68,10 +69,12 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
     except OSError:
         names = []
     for name in names:
-        if name.startswith(head):
-            _remove_if_abandoned(os.path.join(root, name))
+        # Pools, and the staging names of pools whose maker died before the rename.
+        if name.startswith(head) or name.startswith(f".{head}"):
+            _remove_if_abandoned(os.path.join(root, name), staging=name.startswith("."))
     # Made under a name the sweep ignores, locked, then renamed: no other process's sweep
     # can find it unlocked. A name nobody could have made ready for us (mode 700, ours).
+    staging, lock = None, None
     try:
         staging = tempfile.mkdtemp(prefix=f".{head}", dir=root)
         lock = os.open(os.path.join(staging, "owner"), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -79,6 +82,10 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
         path = os.path.join(root, f"{head}{os.getpid()}-{os.path.basename(staging)[len(head) + 1 :]}")
         os.rename(staging, path)
     except OSError as e:
+        if lock is not None:
+            os.close(lock)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         print(f"sluice: shared-memory pool off: cannot make it under {root}: {e}", file=sys.stderr)
         return None
     _held_locks.append(lock)  # open until the process ends: the lock is the pool's life
@@ -97,17 +104,18 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
 _held_locks: list = []
 
 
-def _remove_if_abandoned(path: str) -> None:
+def _remove_if_abandoned(path: str, staging: bool = False) -> None:
     """Removes the pool directory ``path`` if it is this user's and no process holds its
-    lock; anything else (another user's, a file, a link, a pool in use) is left alone."""
+    ``owner`` lock or a slot's; anything else (another user's, a file, a link, a pool in use)
+    is left alone. A ``staging`` directory without an ``owner`` file yet is being made."""
     try:
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             return
         fd = os.open(os.path.join(path, "owner"), os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
-        # Made by a sluice from before the lock: its slot files are locked while in use.
-        if not _any_slot_locked(path):
+        # A pool made by a sluice from before the lock: its slot files are locked in use.
+        if not staging and not _any_slot_locked(path):
             shutil.rmtree(path, ignore_errors=True)
         return
     except OSError:
@@ -117,14 +125,15 @@ def _remove_if_abandoned(path: str) -> None:
     except OSError:
         return  # held: a live pool
     else:
-        shutil.rmtree(path, ignore_errors=True)
+        if not _any_slot_locked(path):
+            shutil.rmtree(path, ignore_errors=True)
     finally:
         os.close(fd)
 
 
 def _any_slot_locked(path: str) -> bool:
     try:
-        names = os.listdir(path)
+        names = [n for n in os.listdir(path) if n.startswith("slot-")]
     except OSError:
         return True
     for name in names:
