@@ -128,6 +128,8 @@ struct Head {
     location: Option<String>,
     bucket_region: Option<String>,
     request_id: Option<String>,
+    /// The whole object's CRC64NVME (`x-amz-checksum-crc64nvme`), as sent.
+    checksum: Option<String>,
 }
 
 impl Direct {
@@ -287,13 +289,16 @@ impl Direct {
             .content_length
             .filter(|_| !head.transfer_encoding)
             .ok_or_else(|| Error::transport(subject, "response has no Content-Length"))?;
-        sink.begin(ResponseHead::from_headers(
-            get.uri,
-            get.range,
-            expected,
-            head.content_range.as_deref(),
-            head.etag.clone(),
-        )?)?;
+        sink.begin(
+            ResponseHead::from_headers(
+                get.uri,
+                get.range,
+                expected,
+                head.content_range.as_deref(),
+                head.etag.clone(),
+            )?
+            .with_checksum(head.checksum.as_deref()),
+        )?;
         let mut received = 0u64;
         // Body bytes that arrived with the head.
         let early = (conn.filled as u64).min(expected) as usize;
@@ -584,6 +589,8 @@ fn parse_head(buf: &[u8]) -> io::Result<Option<Head>> {
             head.bucket_region = Some(text(h.value));
         } else if name.eq_ignore_ascii_case("x-amz-request-id") {
             head.request_id = Some(text(h.value));
+        } else if name.eq_ignore_ascii_case(sluice_core::checksum::HEADER) {
+            head.checksum = Some(text(h.value));
         }
     }
     Ok(Some(head))

@@ -103,8 +103,13 @@ impl HyperWire {
 }
 
 /// The headers of a GET: its range, and the version it must still be.
-fn get_headers(subject: &str, req: &GetRequest<'_>) -> Result<HeaderMap> {
+/// A GET's headers: its range, the version it is pinned to, and for a whole-object GET with
+/// download checksums on, the request for the store's full-object CRC (checked by core).
+fn get_headers(subject: &str, req: &GetRequest<'_>, checksums: bool) -> Result<HeaderMap> {
     let mut headers = HeaderMap::new();
+    if checksums && req.range.is_none() {
+        headers.insert("x-amz-checksum-mode", HeaderValue::from_static("ENABLED"));
+    }
     if let Some(r) = req.range {
         headers.insert(
             http::header::RANGE,
@@ -146,14 +151,20 @@ impl GetAttempt for HyperWire {
         if let Some(direct) = &self.direct {
             let signed = self
                 .transport
-                .signed(&subject, Method::GET, &url, get_headers(&subject, req)?, ())
+                .signed(
+                    &subject,
+                    Method::GET,
+                    &url,
+                    get_headers(&subject, req, self.cfg().checksums.on_download)?,
+                    (),
+                )
                 .await?;
             match direct.get(&subject, req, &signed, sink).await {
                 direct::Outcome::Done(result) => return result,
                 direct::Outcome::Unframed => {} // asked again through hyper, below
             }
         }
-        let headers = get_headers(&subject, req)?;
+        let headers = get_headers(&subject, req, self.cfg().checksums.on_download)?;
         let resp = self
             .transport
             .send(&subject, Method::GET, &url, headers, Bytes::new())
@@ -162,13 +173,16 @@ impl GetAttempt for HyperWire {
         let h = resp.headers();
         let content_length = parse_u64(h, "content-length")
             .ok_or_else(|| Error::transport(&subject, "response has no Content-Length"))?;
-        sink.begin(ResponseHead::from_headers(
-            req.uri,
-            req.range,
-            content_length,
-            header_str(h, "content-range"),
-            header_str(h, "etag").map(str::to_owned),
-        )?)?;
+        sink.begin(
+            ResponseHead::from_headers(
+                req.uri,
+                req.range,
+                content_length,
+                header_str(h, "content-range"),
+                header_str(h, "etag").map(str::to_owned),
+            )?
+            .with_checksum(header_str(h, checksum::HEADER)),
+        )?;
 
         let body = http_body_util::BodyDataStream::new(resp.into_body());
         sink.drain(self.cfg().timeouts.stall, body, |e| {

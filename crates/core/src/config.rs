@@ -122,7 +122,8 @@ pub struct StoreConfig {
 /// `when_supported`: the loader reads large objects as ranged GETs, for which S3 returns no
 /// whole-object checksum, so validation only ever covers small objects; and validating
 /// costs a CRC pass over every byte on the one core a client process may have (measured in
-/// the awssdk note). Only the awssdk backend validates today.
+/// the awssdk note). The hyper backend (checked by core, `resume::get_with_resume`) and the
+/// awssdk backend (by the SDK) validate; object_store does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Checksums {
     /// Send a CRC of each uploaded body (`when_supported`).

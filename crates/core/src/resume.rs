@@ -34,6 +34,10 @@ pub struct ResponseHead {
     /// The version served (the ETag header, as sent); pins every later request for the
     /// same read.
     pub etag: Option<String>,
+    /// The whole object's CRC64NVME, when the store sent one (`x-amz-checksum-crc64nvme`,
+    /// answering `x-amz-checksum-mode: ENABLED` on a whole-object GET): checked against the
+    /// bytes read by `get_with_resume`.
+    pub checksum: Option<u64>,
 }
 
 impl ResponseHead {
@@ -135,7 +139,15 @@ impl ResponseHead {
             content_length,
             object_size,
             etag,
+            checksum: None,
         })
+    }
+
+    /// With the store's full-object checksum header value, if it sent one. A value that is
+    /// not a CRC64NVME (a composite checksum of parts, `…-N`) checks nothing and is ignored.
+    pub fn with_checksum(mut self, value: Option<&str>) -> Self {
+        self.checksum = value.and_then(crate::checksum::Crc::parse_base64);
+        self
     }
 }
 
@@ -286,6 +298,29 @@ pub fn changed(uri: &ObjectUri) -> Error {
     )
 }
 
+/// Checks the bytes read into `dst` (from `origin`) against the store's full-object CRC, when
+/// it sent one and `dst` kept them (a counting segment checks nothing). A mismatch is an
+/// `Integrity` error naming both values: the bytes are not handed out, and not retried.
+fn verify(uri: &ObjectUri, expected: Option<u64>, dst: &Segment, origin: usize) -> Result<()> {
+    use crate::checksum::Crc;
+    let (Some(expected), Some(bytes)) = (expected, dst.as_slice()) else {
+        return Ok(());
+    };
+    let got = Crc::of(bytes.get(origin..).unwrap_or_default());
+    if got.crc == expected {
+        return Ok(());
+    }
+    let b64 = |crc| Crc { crc, len: 0 }.to_base64();
+    Err(Error::integrity(
+        uri.to_string(),
+        format!(
+            "the bytes read do not match the store's CRC64NVME (the store says {}, the bytes give {})",
+            b64(expected),
+            b64(got.crc)
+        ),
+    ))
+}
+
 /// Reads `opts.range` of `uri` into `dst` with retries; a body that breaks part-way is
 /// resumed from the first missing byte of the same object version. Never returns wrong
 /// bytes: every request after the first (or every request, with `opts.if_match`) carries
@@ -302,6 +337,8 @@ pub async fn get_with_resume(
     let origin = dst.written();
     let mut etag: Option<String> = opts.if_match.clone();
     let mut object_size: Option<u64> = None;
+    // The whole object's CRC, from the answer to a whole-object request (the first).
+    let mut checksum: Option<u64> = None;
     let mut attempts = 0;
     loop {
         let got = (dst.written() - origin) as u64;
@@ -313,6 +350,7 @@ pub async fn get_with_resume(
             Some(r) => r.advance(got).map(Some),
         };
         let Some(req_range) = missing else {
+            verify(uri, checksum, dst, origin)?;
             return Ok(GetInfo {
                 bytes: got,
                 object_size,
@@ -335,6 +373,9 @@ pub async fn get_with_resume(
                 return Err(changed(uri));
             }
             etag = etag.or(head.etag);
+            if req_range.is_none() {
+                checksum = checksum.or(head.checksum);
+            }
             // A resumed request's Content-Range still carries the whole object's size, and
             // one version has one size: a store that says otherwise is not to be spliced.
             if let (Some(first), Some(now)) = (object_size, head.object_size)
@@ -353,6 +394,7 @@ pub async fn get_with_resume(
         attempts += 1;
         match result {
             Ok(()) => {
+                verify(uri, checksum, dst, origin)?;
                 let bytes = (dst.written() - origin) as u64;
                 return Ok(GetInfo {
                     bytes,
@@ -422,6 +464,7 @@ mod tests {
             let body = &self.data[start as usize..end as usize];
             let first = self.seen.lock().unwrap().len() == 1;
             sink.begin(ResponseHead {
+                checksum: None,
                 content_length: body.len() as u64,
                 object_size: Some(if first {
                     total

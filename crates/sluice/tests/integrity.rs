@@ -166,3 +166,54 @@ async fn without_checksums_the_wrong_bytes_are_stored() {
         );
     }
 }
+
+/// Stores `data` under `key` with the CRC64NVME of other bytes (one flipped): what a store
+/// whose copy rotted, or a body changed on the way down, looks like to the client.
+fn plant_corrupt(server: &TestServer, key: &str, data: &Bytes) {
+    use sluice_testserver::storage::StoredObject;
+    let mut other = data.to_vec();
+    other[data.len() / 2] ^= 1;
+    let mut obj = StoredObject::new(data.clone());
+    obj.crc64nvme = StoredObject::new(Bytes::from(other)).crc64nvme;
+    server.storage().put(DEFAULT_BUCKET, key, obj).unwrap();
+}
+
+/// Download checksums (`AWS_RESPONSE_CHECKSUM_VALIDATION=when_supported`): a whole-object
+/// GET whose bytes do not give the store's CRC64NVME is an `Integrity` error naming the
+/// object, on the direct path, through hyper's, and through the AWS SDK; a sound object
+/// reads as usual, and with validation off (the default) nothing is checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_object_read_is_checked_against_the_stores_crc_when_asked() {
+    let data = Bytes::from(pattern::generate("crc", 300_000));
+    for (backend, direct_get) in [("hyper", true), ("hyper", false), ("awssdk", true)] {
+        let server = TestServer::start(ServerOptions::default()).await.unwrap();
+        server.insert(DEFAULT_BUCKET, "sound", data.clone());
+        plant_corrupt(&server, "rotten", &data);
+        let open = |on_download: bool| {
+            let mut cfg = config_for(&server, Scheme::Http);
+            cfg.direct_get = direct_get;
+            cfg.checksums.on_download = on_download;
+            sluice::registry::open(Some(backend), cfg).unwrap()
+        };
+        let (checked, unchecked) = (open(true), open(false));
+        let what = format!("{backend} (direct {direct_get})");
+        let sound = within("get", checked.get(&uri("sound"), None))
+            .await
+            .unwrap();
+        assert_eq!(sound, data, "{what}");
+        let err = within("get", checked.get(&uri("rotten"), None))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Integrity { .. }) && err.to_string().contains("rotten"),
+            "{what}: {err}"
+        );
+        let as_stored = within("get", unchecked.get(&uri("rotten"), None))
+            .await
+            .unwrap();
+        assert_eq!(
+            as_stored, data,
+            "{what}: off, the object is returned as stored"
+        );
+    }
+}
