@@ -85,6 +85,21 @@ impl HyperWire {
             .map_err(|_| Error::transport(subject, "XML response is not UTF-8"))
     }
 
+    /// One GET of `bucket` with query `q` whose answer is an XML document (a listing page).
+    async fn bucket_xml<T: serde::de::DeserializeOwned>(
+        &self,
+        subject: &str,
+        bucket: &str,
+        q: &[(&str, &str)],
+    ) -> Result<T> {
+        let url = self.addressing.url(bucket, "", q);
+        let resp = self
+            .transport
+            .send(subject, Method::GET, &url, HeaderMap::new(), Bytes::new())
+            .await?;
+        Self::parse_xml(subject, &self.xml_body(subject, resp).await?)
+    }
+
     fn parse_xml<'a, T: serde::Deserialize<'a>>(subject: &str, body: &'a str) -> Result<T> {
         // S3 may answer 200 with an <Error> document (CompleteMultipartUpload does).
         if xml::is_error_document(body) {
@@ -340,13 +355,7 @@ impl Wire for HyperWire {
             q.push(("continuation-token", t));
         }
         let subject = prefix.to_string();
-        let url = self.addressing.url(prefix.bucket(), "", &q);
-        let resp = self
-            .transport
-            .send(&subject, Method::GET, &url, HeaderMap::new(), Bytes::new())
-            .await?;
-        let body = self.xml_body(&subject, resp).await?;
-        let page: xml::ListBucketResult = Self::parse_xml(&subject, &body)?;
+        let page: xml::ListBucketResult = self.bucket_xml(&subject, prefix.bucket(), &q).await?;
         let mut entries: Vec<ListEntry> = page
             .common_prefixes
             .into_iter()
@@ -441,13 +450,8 @@ impl Wire for HyperWire {
             q.push(("upload-id-marker", &m.upload_id));
         }
         let subject = prefix.to_string();
-        let url = self.addressing.url(prefix.bucket(), "", &q);
-        let resp = self
-            .transport
-            .send(&subject, Method::GET, &url, HeaderMap::new(), Bytes::new())
-            .await?;
-        let body = self.xml_body(&subject, resp).await?;
-        let page: xml::ListMultipartUploadsResult = Self::parse_xml(&subject, &body)?;
+        let page: xml::ListMultipartUploadsResult =
+            self.bucket_xml(&subject, prefix.bucket(), &q).await?;
         let next = match (page.next_key_marker, page.next_upload_id_marker) {
             (Some(key), Some(upload_id)) => Some(UploadMarker { key, upload_id }),
             _ => None,

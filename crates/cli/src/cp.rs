@@ -352,15 +352,10 @@ async fn copy_job(
     if let Some((dir, segments)) = dest.confined.clone() {
         use crate::outdir::{OutFile, blocking};
         let file = Arc::new(blocking(move || OutFile::create(&dir, &segments, size)).await?);
-        let mut at = 0;
-        while at < size {
-            let len = CHUNK.min(size - at);
-            let chunk = read(store, &job.src, job.etag.clone(), at, len)
-                .await
-                .map_err(fail)?;
+        let mut chunks = std::pin::pin!(chunks(store, job, size));
+        while let Some((at, chunk)) = chunks.try_next().await.map_err(fail)? {
             let (n, f) = (chunk.len() as u64, file.clone());
             blocking(move || f.write_at(&chunk, at)).await?;
-            at += n;
             bar.inc(n);
         }
         let file = Arc::try_unwrap(file).map_err(|_| "the file is still being written")?;
@@ -383,11 +378,9 @@ async fn copy_job(
         }
     }
     let mut writer = store.writer(to, parts).await.map_err(fail)?;
-    let mut at = 0;
     let copied: sluice_core::Result<()> = async {
-        while at < size {
-            let chunk = read(store, &job.src, job.etag.clone(), at, CHUNK.min(size - at)).await?;
-            at += chunk.len() as u64;
+        let mut chunks = std::pin::pin!(chunks(store, job, size));
+        while let Some((_, chunk)) = chunks.try_next().await? {
             bar.inc(chunk.len() as u64);
             writer.write(chunk).await?;
         }
@@ -400,6 +393,23 @@ async fn copy_job(
         return Err(fail(e));
     }
     Ok(Done::Copied(size))
+}
+
+/// The `size` bytes of `job`'s object, of one version (its ETag), in `CHUNK`s in order, each
+/// with its offset: what every copy through this machine reads, whatever it writes to.
+fn chunks<'a>(
+    store: &'a dyn ObjectStore,
+    job: &'a Job,
+    size: u64,
+) -> impl futures::Stream<Item = sluice_core::Result<(u64, Bytes)>> + Send + 'a {
+    futures::stream::try_unfold(0, move |at| async move {
+        if at >= size {
+            return Ok(None);
+        }
+        let chunk = read(store, &job.src, job.etag.clone(), at, CHUNK.min(size - at)).await?;
+        let next = at + chunk.len() as u64;
+        Ok(Some(((at, chunk), next)))
+    })
 }
 
 /// `len` bytes at `at` of one version of `src` (`etag`; any when `None`).
@@ -505,17 +515,8 @@ async fn from_stdin(
 async fn to_stdout(store: Arc<dyn ObjectStore>, job: &Job) -> Result<(), Failure> {
     let size = job.size.unwrap_or(0);
     let mut out = tokio::io::stdout();
-    let mut at = 0;
-    while at < size {
-        let chunk = read(
-            store.as_ref(),
-            &job.src,
-            job.etag.clone(),
-            at,
-            CHUNK.min(size - at),
-        )
-        .await?;
-        at += chunk.len() as u64;
+    let mut chunks = std::pin::pin!(chunks(store.as_ref(), job, size));
+    while let Some((_, chunk)) = chunks.try_next().await? {
         out.write_all(&chunk)
             .await
             .map_err(|e| Failure::Other(format!("writing stdout: {e}")))?;

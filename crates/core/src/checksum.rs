@@ -52,7 +52,12 @@ impl Crc {
 
     /// As S3 writes it: the base64 of the value's eight big-endian bytes.
     pub fn to_base64(self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.crc.to_be_bytes())
+        Self::encode(self.crc)
+    }
+
+    /// A CRC value as S3 writes it (`parse_base64`'s inverse).
+    pub fn encode(crc: u64) -> String {
+        base64::engine::general_purpose::STANDARD.encode(crc.to_be_bytes())
     }
 
     /// A value as S3 writes it; `None` when it is not eight bytes of base64.

@@ -310,13 +310,12 @@ fn verify(uri: &ObjectUri, expected: Option<u64>, dst: &Segment, origin: usize) 
     if got.crc == expected {
         return Ok(());
     }
-    let b64 = |crc| Crc { crc, len: 0 }.to_base64();
     Err(Error::integrity(
         uri.to_string(),
         format!(
             "the bytes read do not match the store's CRC64NVME (the store says {}, the bytes give {})",
-            b64(expected),
-            b64(got.crc)
+            Crc::encode(expected),
+            got.to_base64()
         ),
     ))
 }

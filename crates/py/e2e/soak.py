@@ -534,6 +534,16 @@ class Ctx:
         verify(self.stats, workload, e.uri, obj, e.size, e.digest, e.expected)
         self.done()
 
+    def check_delivery(self, workload: str, obj: Any, delivered: Counter) -> None:
+        """Counts an object a loader delivered and checks its bytes; one that is not in the
+        dataset is a bad delivery."""
+        delivered[obj.uri] += 1
+        entry = self.by_uri.get(obj.uri)
+        if entry is None:
+            self.stats.bad_delivery(workload, f"delivered {obj.uri}, which is not in the dataset")
+            return
+        self.check_entry(workload, obj, entry)
+
     def batch(self, max_bytes: int) -> List[Entry]:
         """Random distinct dataset objects adding up to about `max_bytes`."""
         picked: List[Entry] = []
@@ -598,12 +608,7 @@ def loader_round(ctx: Ctx, rnd: int) -> None:
             if not objs:
                 break  # collect_batch: [] once everything was delivered
             for obj in objs:
-                delivered[obj.uri] += 1
-                entry = ctx.by_uri.get(obj.uri)
-                if entry is None:
-                    ctx.stats.bad_delivery("loader", f"delivered {obj.uri}, which is not in the dataset")
-                    continue
-                ctx.check_entry("loader", obj, entry)
+                ctx.check_delivery("loader", obj, delivered)
             del objs, got
         ctx.stats.retries += loader.stats().get("retries", 0)
     account(ctx, f"loader (pass {rnd}, on_error=deliver, objects taken with {mode})", [e.uri for e in ctx.entries], delivered, failed)
@@ -710,12 +715,7 @@ def compat_loader(ctx: Ctx, rnd: int) -> None:
         if not batch:
             break
         for obj in batch:
-            delivered[obj.uri] += 1
-            e = ctx.by_uri.get(obj.uri)
-            if e is None:
-                ctx.stats.bad_delivery("compat", f"loader delivered {obj.uri}, not asked for")
-                continue
-            ctx.check_entry("compat", obj, e)
+            ctx.check_delivery("compat", obj, delivered)
         del batch
     account(ctx, "compat", uris, delivered, [])
 
