@@ -114,7 +114,7 @@ impl StoreArgs {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run the S3 test server (in memory, or over a directory) until interrupted
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Write a DLIO-style unet3d dataset of .npz records: PREFIX/train/<sub>/img_<i>_of_<N>.npz
     Gen(objects::GenArgs),
     /// List objects under a URI prefix
@@ -172,7 +172,7 @@ fn main() -> ExitCode {
     // (perf, `sluice get -j 16`). As a task, it is woken on the worker that read the chunk.
     let command = runtime.spawn(async move {
         match cli.cmd {
-            Cmd::Serve(a) => serve::run(a).await,
+            Cmd::Serve(a) => serve::run(*a).await,
             Cmd::Gen(a) => objects::generate(a).await,
             Cmd::Ls(a) => objects::ls(a).await,
             Cmd::Get(a) => objects::get(a).await,

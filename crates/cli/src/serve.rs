@@ -2,7 +2,8 @@
 
 use crate::output::Failure;
 use clap::Args;
-use sluice_testserver::{ServerOptions, TestServer};
+use sluice_testserver::profile::{Bandwidth, FirstByteLatency, SETTINGS};
+use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -42,6 +43,85 @@ pub struct ServeArgs {
     /// Key prefix of populated objects
     #[arg(long, default_value = "bench/")]
     prefix: String,
+    #[command(flatten)]
+    shaping: ShapingArgs,
+}
+
+/// How the server behaves: a named profile, then any of its values overridden. The values
+/// are text here and parsed by `ServiceProfile::set`, the parser Python's `TestServer` uses.
+#[derive(Args, Debug, Default)]
+#[command(next_help_heading = "Service profile")]
+pub struct ShapingArgs {
+    /// Behave like a real store: loopback (none of the below), s3-standard, s3-express,
+    /// on-prem (docs/design.md, "Service profiles", gives each value's source)
+    #[arg(long, default_value = "loopback", value_parser = ServiceProfile::named)]
+    profile: ServiceProfile,
+    /// First-byte latency of every request: p50=30ms,p99=150ms (log-normal), 5ms (fixed),
+    /// or none
+    #[arg(long, value_name = "DIST", value_parser = check("first-byte-latency"))]
+    first_byte_latency: Option<String>,
+    /// First-byte latency of GET and HEAD (over --first-byte-latency)
+    #[arg(long, value_name = "DIST", value_parser = check("get-latency"))]
+    get_latency: Option<String>,
+    /// First-byte latency of PUT, POST, DELETE, COPY
+    #[arg(long, value_name = "DIST", value_parser = check("put-latency"))]
+    put_latency: Option<String>,
+    /// First-byte latency of LISTs
+    #[arg(long, value_name = "DIST", value_parser = check("list-latency"))]
+    list_latency: Option<String>,
+    /// Requests per second per partition, answered 503 SlowDown beyond: get=5500/s,put=3500/s
+    /// (a class left out is unlimited), or none
+    #[arg(long, value_name = "RATES", value_parser = check("request-rate"))]
+    request_rate: Option<String>,
+    /// What one rate-limit bucket covers: first-segment (bucket + key up to its first /) or
+    /// bucket
+    #[arg(long, value_name = "RULE", value_parser = check("rate-partition"))]
+    rate_partition: Option<String>,
+    /// Pace each connection's GET and PUT bodies: 90MB/s, 1Gbit/s, or none
+    #[arg(long, value_name = "RATE", value_parser = check("connection-bandwidth"))]
+    connection_bandwidth: Option<String>,
+    /// Pace all connections together, as a node behind one link: 25Gbit/s, or none
+    #[arg(long, value_name = "RATE", value_parser = check("node-bandwidth"))]
+    node_bandwidth: Option<String>,
+    /// Seed of the latency draws (the same seed replays the same sequence)
+    #[arg(long, value_name = "N", value_parser = check("latency-seed"))]
+    latency_seed: Option<String>,
+    /// At exit, write what the server did (requests, throttled, bytes, latency applied) here
+    /// as JSON
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<PathBuf>,
+}
+
+/// A flag's value parser: the value as given, once `ServiceProfile::set` accepts it.
+fn check(setting: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |v: &str| {
+        ServiceProfile::loopback().set(setting, v)?;
+        Ok(v.to_owned())
+    }
+}
+
+impl ShapingArgs {
+    /// The profile with every flag given applied over its preset.
+    pub fn profile(&self) -> ServiceProfile {
+        let mut p = self.profile.clone();
+        let given = [
+            &self.first_byte_latency,
+            &self.get_latency,
+            &self.put_latency,
+            &self.list_latency,
+            &self.request_rate,
+            &self.rate_partition,
+            &self.connection_bandwidth,
+            &self.node_bandwidth,
+            &self.latency_seed,
+        ];
+        for (setting, value) in SETTINGS.iter().zip(given) {
+            if let Some(v) = value {
+                p.set(setting, v).expect("checked when the flag was parsed");
+            }
+        }
+        p
+    }
 }
 
 /// The mean record size of MLPerf Storage's unet3d workload (bytes): the default object
@@ -53,6 +133,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub async fn run(a: ServeArgs) -> Result<(), Failure> {
+    let profile = a.shaping.profile();
     let opts = ServerOptions {
         http_addr: a.addr,
         https_addr: (!a.no_https).then_some(a.https_addr),
@@ -61,6 +142,7 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         buckets: a.buckets.clone(),
         data_dir: a.data_dir.clone(),
         public_buckets: a.public_buckets.clone(),
+        profile: profile.clone(),
     };
     let server = TestServer::start(opts)
         .await
@@ -104,9 +186,55 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         server.http_endpoint(),
         a.access_key
     );
+    if profile.is_shaping() {
+        println!("  profile {}", describe(&profile));
+    }
     println!("ready");
-    tokio::signal::ctrl_c()
-        .await
-        .map_err(|e| Failure::Other(format!("waiting for Ctrl-C: {e}")))?;
+    until_stopped().await?;
+    let stats = server.stats();
+    eprint!("{stats}");
+    if let Some(path) = &a.shaping.stats_json {
+        let json = serde_json::to_string_pretty(&stats).expect("stats serialise");
+        std::fs::write(path, json + "\n").map_err(|e| {
+            Failure::Other(format!("cannot write --stats-json {}: {e}", path.display()))
+        })?;
+    }
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM (what `kill`, `timeout` and `scripts/netlab down` send).
+async fn until_stopped() -> Result<(), Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| Failure::Other(format!("cannot watch SIGTERM: {e}")))?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(|e| Failure::Other(format!("waiting for Ctrl-C: {e}"))),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+/// One line naming what the profile does.
+fn describe(p: &ServiceProfile) -> String {
+    let lat = |l: Option<FirstByteLatency>| match l {
+        Some(l) => format!("p50 {:?} p99 {:?}", l.p50(), l.p99()),
+        None => "none".into(),
+    };
+    let rate = |r: Option<f64>| r.map_or("unlimited".into(), |r| format!("{r}/s"));
+    let bw = |b: Option<Bandwidth>| {
+        b.map_or("unpaced".into(), |b| {
+            format!("{:.1} MB/s", b.as_bytes_per_sec() / 1e6)
+        })
+    };
+    format!(
+        "{}: latency get {}, put {}, list {}; rate get {} put {} per {:?}; connection {}, node {}",
+        p.name,
+        lat(p.latency.get),
+        lat(p.latency.put),
+        lat(p.latency.list),
+        rate(p.request_rate.get),
+        rate(p.request_rate.put),
+        p.request_rate.partition,
+        bw(p.connection_bandwidth),
+        bw(p.node_bandwidth),
+    )
 }

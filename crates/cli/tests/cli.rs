@@ -352,6 +352,36 @@ async fn bad_input_fails_with_specific_messages() {
             &["s3://sluice-test/k", "127.0.0.1:9"],
         ),
         (&["bench", "--shapes", "4by4"], 2, &["4by4"]),
+        (
+            &["serve", "--profile", "s3-fast"],
+            2,
+            &["--profile", "s3-fast", "s3-standard, s3-express, on-prem"],
+        ),
+        (
+            &["serve", "--first-byte-latency", "p50=30ms,p99=10ms"],
+            2,
+            &["--first-byte-latency", "below p50", "p50=30ms,p99=150ms"],
+        ),
+        (
+            &["serve", "--get-latency", "p50=-3ms,p99=10ms"],
+            2,
+            &["--get-latency", "not a duration"],
+        ),
+        (
+            &["serve", "--request-rate", "get=0/s"],
+            2,
+            &["--request-rate", "above zero", "get=5500/s"],
+        ),
+        (
+            &["serve", "--connection-bandwidth", "90"],
+            2,
+            &["--connection-bandwidth", "no unit", "90MB/s"],
+        ),
+        (
+            &["serve", "--rate-partition", "key"],
+            2,
+            &["--rate-partition", "first-segment or bucket"],
+        ),
     ];
     for (args, code, needles) in cases {
         let out = sluice(&s, args);
@@ -379,6 +409,8 @@ async fn bad_input_fails_with_specific_messages() {
 
 #[test]
 fn serve_answers_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
     let mut child = Command::new(BIN)
         .args([
             "serve",
@@ -390,7 +422,11 @@ fn serve_answers_and_stops() {
             "2",
             "--object-size",
             "1MiB",
+            "--profile",
+            "s3-express",
+            "--stats-json",
         ])
+        .arg(&stats)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -420,12 +456,28 @@ fn serve_answers_and_stops() {
         .env("AWS_SECRET_ACCESS_KEY", "sluice-test-secret")
         .output()
         .unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    // SIGTERM, as `kill` and scripts/netlab send: the server stops cleanly and reports.
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = child.wait().unwrap();
     assert!(got.status.success(), "{}", text(&got));
+    assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}");
     let v: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
     assert_eq!(v["objects"], 2);
     assert_eq!(v["bytes"], 2 << 20);
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert_eq!(s["profile"], "s3-express");
+    assert!(s["requests"]["get"].as_u64().unwrap() >= 2, "{s}");
+    assert!(s["requests"]["list"].as_u64().unwrap() >= 1, "{s}");
+    assert!(s["bytes_sent"].as_u64().unwrap() >= 2 << 20, "{s}");
+    let p50 = s["first_byte_latency_ms"]["get"]["p50"].as_f64().unwrap();
+    assert!(
+        (0.5..20.0).contains(&p50),
+        "s3-express applies single-digit ms: {s}"
+    );
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! - SigV4 checked on every request (s3s's `SimpleAuth`);
 //! - http and https (TLS 1.3, a CA made at start, ALPN h2 and http/1.1);
 //! - fault injection per server (`Faults`): SlowDown, latency, connection reset, truncated
-//!   and stalled bodies.
+//!   and stalled bodies;
+//! - service profiles (`profile`): first-byte latency, request-rate limits and bandwidth as
+//!   the stores users read from have them (`s3-standard`, `s3-express`, `on-prem`).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -20,6 +22,7 @@
 mod access;
 pub mod faults;
 pub mod hostile;
+pub mod profile;
 mod s3;
 pub mod storage;
 mod tls;
@@ -30,6 +33,7 @@ pub mod conformance;
 pub mod hostile_cases;
 
 pub use faults::{Fault, Faults};
+pub use profile::{ServiceProfile, StatsSnapshot};
 pub use storage::Storage;
 
 use hyper::body::Incoming;
@@ -66,6 +70,8 @@ pub struct ServerOptions {
     /// Buckets (created at start) that unsigned requests may read; everything else needs a
     /// signature.
     pub public_buckets: Vec<String>,
+    /// How the server behaves: latency, rate limits, bandwidth (`loopback`: none of them).
+    pub profile: ServiceProfile,
 }
 
 impl Default for ServerOptions {
@@ -79,6 +85,7 @@ impl Default for ServerOptions {
             buckets: vec![DEFAULT_BUCKET.into()],
             data_dir: None,
             public_buckets: vec![PUBLIC_BUCKET.into()],
+            profile: ServiceProfile::loopback(),
         }
     }
 }
@@ -92,6 +99,7 @@ pub struct TestServer {
     secret_key: String,
     storage: Arc<Storage>,
     faults: Arc<Faults>,
+    shaper: Arc<profile::layer::Shaper>,
     /// Holds the CA PEM; removed on drop.
     ca_file: tempfile::NamedTempFile,
     tasks: JoinSet<()>,
@@ -126,10 +134,16 @@ impl TestServer {
             .tempfile()?;
         std::io::Write::write_all(&mut ca_file, tls.ca_pem.as_bytes())?;
 
+        let shaper = Arc::new(profile::layer::Shaper::new(opts.profile.clone()));
         let mut tasks = JoinSet::new();
         let http_listener = TcpListener::bind(opts.http_addr).await?;
         let http = http_listener.local_addr()?;
-        tasks.spawn(accept_loop(http_listener, service.clone(), None));
+        tasks.spawn(accept_loop(
+            http_listener,
+            service.clone(),
+            shaper.clone(),
+            None,
+        ));
         let https = match opts.https_addr {
             Some(addr) => {
                 let l = TcpListener::bind(addr).await?;
@@ -137,6 +151,7 @@ impl TestServer {
                 tasks.spawn(accept_loop(
                     l,
                     service,
+                    shaper.clone(),
                     Some(tokio_rustls::TlsAcceptor::from(tls.server_config)),
                 ));
                 Some(a)
@@ -150,6 +165,7 @@ impl TestServer {
             secret_key: opts.secret_key,
             storage,
             faults,
+            shaper,
             ca_file,
             tasks,
         })
@@ -190,6 +206,11 @@ impl TestServer {
             .expect("bucket exists, and the key is a safe path under --data-dir");
     }
 
+    /// What the server did so far: requests, throttled requests, bytes, latency applied.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shaper.stats.snapshot()
+    }
+
     pub fn storage(&self) -> &Storage {
         &self.storage
     }
@@ -203,6 +224,7 @@ impl TestServer {
 async fn accept_loop(
     listener: TcpListener,
     service: s3s::service::S3Service,
+    shaper: Arc<profile::layer::Shaper>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let mut conns = JoinSet::new();
@@ -216,18 +238,10 @@ async fn accept_loop(
         };
         stream.set_nodelay(true).ok();
         let s3 = service.clone();
-        // HTTP/1.1 drops a HEAD response's body on the wire; over HTTP/2 hyper sends the
-        // body s3s renders for a failed HEAD, and the peer resets the stream. Drop it here.
+        let shaper = shaper.clone();
+        let links = shaper.links();
         let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-            let head = req.method() == http::Method::HEAD;
-            let call = hyper::service::Service::call(&s3, req);
-            async move {
-                let mut resp = call.await?;
-                if head {
-                    *resp.body_mut() = s3s::Body::empty();
-                }
-                Ok::<_, s3s::HttpError>(resp)
-            }
+            shaper.clone().serve(s3.clone(), links.clone(), req)
         });
         let tls = tls.clone();
         conns.spawn(async move {
