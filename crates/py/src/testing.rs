@@ -5,8 +5,8 @@ use crate::errors::value_error;
 use crate::runtime::{check_owner, runtime};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict};
+use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, ServiceProfile};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -36,16 +36,36 @@ impl TestServer {
 #[pymethods]
 impl TestServer {
     /// Starts a server on 127.0.0.1 (free ports), http and https, with one bucket
-    /// ("sluice-test") and the default test credentials.
+    /// ("sluice-test") and the default test credentials. `profile` makes it behave like a
+    /// real store ("loopback", "s3-standard", "s3-express", "on-prem"); keywords override one
+    /// value each, as `sluice serve`'s flags of the same name (first_byte_latency="p50=30ms,
+    /// p99=150ms", get_latency, put_latency, list_latency, request_rate="get=5500/s",
+    /// rate_partition, connection_bandwidth="90MB/s", node_bandwidth, latency_seed).
     #[new]
-    fn py_new(py: Python<'_>) -> PyResult<Self> {
+    #[pyo3(signature = (profile="loopback", **settings))]
+    fn py_new(
+        py: Python<'_>,
+        profile: &str,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut shaping = ServiceProfile::named(profile).map_err(|e| value_error("profile", e))?;
+        for (k, v) in settings.into_iter().flat_map(|d| d.iter()) {
+            let key: String = k.extract()?;
+            if v.is_none() {
+                continue;
+            }
+            let value = v.str()?.to_string();
+            shaping
+                .set(&key.replace('_', "-"), &value)
+                .map_err(|e| value_error(&key, e))?;
+        }
+        let opts = ServerOptions {
+            profile: shaping,
+            ..ServerOptions::default()
+        };
         let rt = runtime()?;
         let server = py
-            .detach(|| {
-                rt.block_on(sluice_testserver::TestServer::start(
-                    ServerOptions::default(),
-                ))
-            })
+            .detach(|| rt.block_on(sluice_testserver::TestServer::start(opts)))
             .map_err(|e| PyRuntimeError::new_err(format!("test server did not start: {e}")))?;
         Ok(Self {
             http: server.http_endpoint(),
@@ -191,6 +211,30 @@ impl TestServer {
     #[getter]
     fn heads(&self) -> PyResult<u64> {
         self.with(|s| s.faults().heads())
+    }
+
+    /// What the server did: {"profile", "requests": {"get", "put", "list"}, "throttled": {...},
+    /// "bytes_sent", "bytes_received", "first_byte_latency_ms": {class: {"count", "p50",
+    /// "p90", "p99", "max"}}} (latency only for the classes the profile delays).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.with(|s| s.stats())?;
+        let d = PyDict::new(py);
+        d.set_item("profile", &s.profile)?;
+        d.set_item("requests", s.requests.into_py_dict(py)?)?;
+        d.set_item("throttled", s.throttled.into_py_dict(py)?)?;
+        d.set_item("bytes_sent", s.bytes_sent)?;
+        d.set_item("bytes_received", s.bytes_received)?;
+        let lat = PyDict::new(py);
+        for (class, p) in &s.first_byte_latency_ms {
+            let pd = PyDict::new(py);
+            pd.set_item("count", p.count)?;
+            for (name, v) in [("p50", p.p50), ("p90", p.p90), ("p99", p.p99), ("max", p.max)] {
+                pd.set_item(name, v)?;
+            }
+            lat.set_item(class, pd)?;
+        }
+        d.set_item("first_byte_latency_ms", lat)?;
+        Ok(d)
     }
 
     /// Stops listening.

@@ -233,7 +233,21 @@ class Loader:
 
 @final
 class TestServer:
-    def __new__(cls) -> TestServer: ...
+    def __new__(
+        cls,
+        profile: str = "loopback",
+        *,
+        first_byte_latency: Optional[str] = None,
+        get_latency: Optional[str] = None,
+        put_latency: Optional[str] = None,
+        list_latency: Optional[str] = None,
+        request_rate: Optional[str] = None,
+        rate_partition: Optional[str] = None,
+        connection_bandwidth: Optional[str] = None,
+        node_bandwidth: Optional[str] = None,
+        latency_seed: Optional[int] = None,
+    ) -> TestServer: ...
+    def stats(self) -> Dict[str, Any]: ...
     @property
     def endpoint(self) -> str: ...
     @property

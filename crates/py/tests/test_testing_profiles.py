@@ -1,0 +1,83 @@
+"""``sluice.testing.TestServer(profile=...)``: the server behaves like a real store (latency,
+rate limits, bandwidth) and reports what it did in ``stats()``; bad settings are refused with
+the keyword at fault named."""
+
+import time
+
+import pytest
+
+import sluice
+from sluice import testing  # not `import TestServer`: pytest would try to collect it
+
+
+def test_a_profile_delays_reads_and_reports_them():
+    with testing.TestServer("s3-express") as s, testing.environment(s):
+        uris = s.fill("p/", 20, 1000)
+        c = sluice.Client()
+        for u in uris:
+            assert len(c.get(u)) == 1000
+        st = s.stats()
+    assert st["profile"] == "s3-express"
+    assert st["requests"]["get"] >= 20
+    assert st["bytes_sent"] >= 20 * 1000
+    lat = st["first_byte_latency_ms"]["get"]
+    assert lat["count"] == st["requests"]["get"]
+    # s3-express: single-digit milliseconds (p50 2 ms, p99 8 ms).
+    assert 0.5 < lat["p50"] < 10, lat
+    assert set(st["first_byte_latency_ms"]) == {"get"}, "only the classes that were served"
+
+
+def test_loopback_applies_nothing():
+    with testing.TestServer() as s:
+        s.fill("p/", 3, 10)
+        st = s.stats()
+    assert st["profile"] == "loopback"
+    assert st["first_byte_latency_ms"] == {}
+    assert st["throttled"] == {"get": 0, "put": 0, "list": 0}
+
+
+def test_a_setting_overrides_the_profile():
+    with (
+        testing.TestServer("s3-express", first_byte_latency="none", get_latency="20ms") as s,
+        testing.environment(s),
+    ):
+        (uri,) = s.fill("p/", 1, 10)
+        t = time.monotonic()
+        sluice.Client().get(uri)
+        took = time.monotonic() - t
+        st = s.stats()
+    assert took >= 0.020
+    assert st["first_byte_latency_ms"]["get"]["p50"] == pytest.approx(20, rel=0.01)
+
+
+def test_over_the_rate_the_server_answers_slow_down():
+    with testing.TestServer(request_rate="get=5/s") as s, testing.environment(s):
+        (uri,) = s.fill("p/", 1, 10)
+        c = sluice.Client(max_attempts=1)
+        refused = []
+        for _ in range(20):
+            try:
+                c.get(uri)
+            except sluice.S3Error as e:
+                refused.append(e)
+        st = s.stats()
+    assert refused, "20 GETs at once against 5/s: some are refused"
+    assert all(e.status == 503 and e.code == "SlowDown" for e in refused), refused
+    assert st["throttled"]["get"] == len(refused)
+
+
+@pytest.mark.parametrize(
+    "kwargs, needles",
+    [
+        ({"profile": "s3-fast"}, ["profile", "s3-standard"]),
+        ({"first_byte_latency": "p50=30ms,p99=10ms"}, ["first_byte_latency", "below p50"]),
+        ({"connection_bandwidth": "90"}, ["connection_bandwidth", "no unit", "90MB/s"]),
+        ({"request_rate": "get=0/s"}, ["request_rate", "above zero"]),
+        ({"bandwidth": "1MB/s"}, ["bandwidth", "unknown setting"]),
+    ],
+)
+def test_bad_settings_name_the_keyword(kwargs, needles):
+    with pytest.raises(ValueError) as e:
+        testing.TestServer(**kwargs)
+    for n in needles:
+        assert n in str(e.value), str(e.value)
