@@ -228,7 +228,12 @@ impl TestServer {
         for (class, p) in &s.first_byte_latency_ms {
             let pd = PyDict::new(py);
             pd.set_item("count", p.count)?;
-            for (name, v) in [("p50", p.p50), ("p90", p.p90), ("p99", p.p99), ("max", p.max)] {
+            for (name, v) in [
+                ("p50", p.p50),
+                ("p90", p.p90),
+                ("p99", p.p99),
+                ("max", p.max),
+            ] {
                 pd.set_item(name, v)?;
             }
             lat.set_item(class, pd)?;
