@@ -280,6 +280,21 @@ impl Error {
         }
     }
 
+    /// Whether the store asked for fewer requests (503, 429 or a throttling code): what
+    /// `congestion::Congestion` backs off on. A 500 is a failure, not a request to slow down.
+    pub fn is_throttle(&self) -> bool {
+        match self {
+            Error::Service { status, code, .. } => {
+                matches!(*status, 429 | 503)
+                    || matches!(
+                        code.as_str(),
+                        "SlowDown" | "Throttling" | "ThrottlingException" | "ServiceUnavailable"
+                    )
+            }
+            _ => false,
+        }
+    }
+
     /// Whether repeating the same request may succeed. The rule, as in the AWS SDKs'
     /// standard retry mode: throttling, server errors, timeouts and broken connections
     /// (including a body cut short) are transient; every other 4xx is final.

@@ -9,6 +9,7 @@
 
 pub mod checksum;
 pub mod config;
+pub mod congestion;
 pub mod credentials;
 pub mod error;
 pub mod listing;
@@ -28,6 +29,7 @@ pub mod uri;
 pub mod wire;
 
 pub use config::{Checksums, StoreConfig, Timeouts};
+pub use congestion::CongestionStats;
 pub use credentials::CredentialsCache;
 pub use error::{Error, Result, TimeoutPhase};
 pub use range::{ByteRange, RangePlanner};

@@ -134,6 +134,12 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         Vec::new()
     }
 
+    /// Requests in flight allowed now and the throttles that set it (`congestion`); `None`
+    /// for a store that sends no requests (`file://`).
+    fn congestion(&self) -> Option<crate::congestion::CongestionStats> {
+        None
+    }
+
     /// The object's size, ETag and modification time, without its body (a HEAD request).
     /// A missing object is `Error::NotFound`.
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;

@@ -9,6 +9,7 @@
 
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
+use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
@@ -22,8 +23,8 @@ use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
+use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// One attempt of each S3 operation, as a client stack makes it: no retries, no resumption,
 /// no pagination (those are `S3Store`'s). Timeouts that only the stack can see (connect,
@@ -123,8 +124,8 @@ pub trait WireFromConfig: Wire + Sized {
 /// first missing byte and pinned to one version by ETag (`get_with_resume`); PUTs at or
 /// above `multipart_threshold` become multipart uploads that are aborted on failure;
 /// listings are paged (`paginate`); and at most `max_connections` requests are in flight,
-/// each holding its permit until its body has been read. Clones share the wire and the
-/// limit.
+/// each holding its permit until its body has been read, fewer while the store throttles
+/// (`congestion`). Clones share the wire and the limit.
 #[derive(Debug)]
 pub struct S3Store<W> {
     inner: Arc<Limited<W>>,
@@ -159,11 +160,12 @@ impl<W: Wire> S3Store<W> {
     }
 
     fn with(wire: W, build: Option<fn(StoreConfig) -> Result<W>>) -> Self {
-        let permits = Semaphore::new(wire.config().max_connections.max(1));
+        let cfg = wire.config();
+        let congestion = Congestion::new(cfg.max_connections, cfg.retry);
         Self {
             inner: Arc::new(Limited {
                 wire: Redirects::new(wire, build),
-                permits,
+                congestion,
             }),
         }
     }
@@ -183,29 +185,30 @@ impl<W: Wire> S3Store<W> {
     }
 }
 
-/// The wire behind one permit per request in flight (`max_connections`): over HTTP/1.1 a
-/// request holds a connection, and neither hyper's pool nor the SDK's bounds them. The
-/// permit is held until the attempt's body has been read.
+/// The wire behind one permit per request in flight (`max_connections`, fewer while the
+/// store throttles): over HTTP/1.1 a request holds a connection, and neither hyper's pool
+/// nor the SDK's bounds them. The permit is held until the attempt's body has been read, and
+/// its outcome is what `Congestion` adapts to.
 #[derive(Debug)]
 struct Limited<W> {
     wire: Redirects<W>,
-    permits: Semaphore,
+    congestion: Congestion,
 }
 
 impl<W> Limited<W> {
-    async fn permit(&self) -> SemaphorePermit<'_> {
-        self.permits
-            .acquire()
-            .await
-            .expect("the semaphore is never closed")
+    /// One attempt, sent once the controller lets it.
+    async fn send<T>(&self, attempt: impl Future<Output = Result<T>>) -> Result<T> {
+        let permit = self.congestion.acquire().await;
+        let result = attempt.await;
+        permit.finish(&result);
+        result
     }
 }
 
 #[async_trait]
 impl<W: Wire> GetAttempt for Limited<W> {
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        let _permit = self.permit().await;
-        self.wire.get_attempt(req, sink).await
+        self.send(self.wire.get_attempt(req, sink)).await
     }
 }
 
@@ -217,13 +220,11 @@ impl<W: Wire> MultipartApi for Limited<W> {
         data: Bytes,
         checksum: Option<Crc>,
     ) -> Result<Option<String>> {
-        let _permit = self.permit().await;
-        self.wire.put_object(uri, data, checksum).await
+        self.send(self.wire.put_object(uri, data, checksum)).await
     }
 
     async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
-        let _permit = self.permit().await;
-        self.wire.create_upload(uri, checksummed).await
+        self.send(self.wire.create_upload(uri, checksummed)).await
     }
 
     async fn upload_part(
@@ -234,10 +235,11 @@ impl<W: Wire> MultipartApi for Limited<W> {
         data: Bytes,
         checksum: Option<Crc>,
     ) -> Result<Option<String>> {
-        let _permit = self.permit().await;
-        self.wire
-            .upload_part(uri, upload_id, part_number, data, checksum)
-            .await
+        self.send(
+            self.wire
+                .upload_part(uri, upload_id, part_number, data, checksum),
+        )
+        .await
     }
 
     async fn complete_upload(
@@ -247,20 +249,16 @@ impl<W: Wire> MultipartApi for Limited<W> {
         parts: &[UploadedPart],
         checksum: Option<Crc>,
     ) -> Result<Option<String>> {
-        let _permit = self.permit().await;
-        self.wire
-            .complete_upload(uri, upload_id, parts, checksum)
+        self.send(self.wire.complete_upload(uri, upload_id, parts, checksum))
             .await
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        let _permit = self.permit().await;
-        self.wire.abort_upload(uri, upload_id).await
+        self.send(self.wire.abort_upload(uri, upload_id)).await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let _permit = self.permit().await;
-        self.wire.head_object(uri).await
+        self.send(self.wire.head_object(uri)).await
     }
 }
 
@@ -272,6 +270,10 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     fn endpoint_stats(&self) -> Vec<crate::spread::EndpointStats> {
         self.inner.wire.endpoint_stats()
+    }
+
+    fn congestion(&self) -> Option<CongestionStats> {
+        Some(self.inner.congestion.stats())
     }
 
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -292,8 +294,9 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         paginate(&self.cfg().retry, move |token| {
             let prefix = prefix.clone();
             async move {
-                let _permit = self.inner.permit().await;
-                self.inner.wire.list_page(&prefix, recursive, token).await
+                self.inner
+                    .send(self.inner.wire.list_page(&prefix, recursive, token))
+                    .await
             }
         })
     }
@@ -323,8 +326,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {
         retry(&self.cfg().retry, || async {
-            let _permit = self.inner.permit().await;
-            self.inner.wire.delete_once(uri).await
+            self.inner.send(self.inner.wire.delete_once(uri)).await
         })
         .await
     }
@@ -337,8 +339,9 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         for batch in delete_batches(uris) {
             refused.extend(
                 retry(&self.cfg().retry, || async {
-                    let _permit = self.inner.permit().await;
-                    self.inner.wire.delete_batch_once(batch).await
+                    self.inner
+                        .send(self.inner.wire.delete_batch_once(batch))
+                        .await
                 })
                 .await?,
             );
@@ -348,8 +351,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         retry(&self.cfg().retry, || async {
-            let _permit = self.inner.permit().await;
-            self.inner.wire.copy_once(from, to).await
+            self.inner.send(self.inner.wire.copy_once(from, to)).await
         })
         .await
     }
@@ -359,18 +361,17 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         paginate(&self.cfg().retry, move |from| {
             let prefix = prefix.clone();
             async move {
-                let _permit = self.inner.permit().await;
-                self.inner.wire.list_uploads_page(&prefix, from).await
+                self.inner
+                    .send(self.inner.wire.list_uploads_page(&prefix, from))
+                    .await
             }
         })
     }
 
     async fn abort_upload(&self, upload: &Upload) -> Result<()> {
         let result = retry(&self.cfg().retry, || async {
-            let _permit = self.inner.permit().await;
             self.inner
-                .wire
-                .abort_upload(&upload.uri, &upload.upload_id)
+                .send(self.inner.wire.abort_upload(&upload.uri, &upload.upload_id))
                 .await
         })
         .await;

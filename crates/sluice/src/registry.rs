@@ -92,6 +92,10 @@ impl ObjectStore for SchemeRouter {
         self.s3.endpoint_stats()
     }
 
+    fn congestion(&self) -> Option<sluice_core::CongestionStats> {
+        self.s3.congestion()
+    }
+
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         self.pick(uri).head(uri).await
     }
