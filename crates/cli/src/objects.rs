@@ -255,6 +255,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     pb.finish_and_clear();
     report_epochs(&epochs, store.backend(), a.json);
     report_endpoints(&store.endpoint_stats(), a.json);
+    report_congestion(store.congestion(), a.json);
     // Never exit 0 having written fewer objects than were listed.
     let not_written = refused + not_written.len();
     if not_written > 0 {
@@ -329,6 +330,24 @@ fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: b
                 s.latency_p99.as_secs_f64() * 1e3
             );
         }
+    }
+}
+
+/// Whether the store throttled the run and where that left the requests in flight; silent
+/// in text when it never did.
+fn report_congestion(c: Option<sluice_core::CongestionStats>, json: bool) {
+    let Some(c) = c else { return };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"throttled": c.throttled, "limit_cuts": c.cuts,
+                "requests_in_flight_limit": c.limit, "max_connections": c.max})
+        );
+    } else if c.throttled > 0 {
+        println!(
+            "throttled {} times: requests in flight cut {} times, {} of {} allowed at the end",
+            c.throttled, c.cuts, c.limit, c.max
+        );
     }
 }
 

@@ -67,17 +67,19 @@ async fn a_throttling_storm_delivers_everything_without_feeding_itself() {
     .unwrap();
     let secs = t.elapsed().as_secs_f64();
 
-    let mut delivered = 0;
+    let (mut delivered, mut seen_by_clients) = (0, 0);
     for out in &outputs {
         let text = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "a reader failed: {text}");
-        let run: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .find(|v| v.get("objects").is_some())
-            .unwrap();
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let run = lines.iter().find(|v| v.get("objects").is_some()).unwrap();
         assert_eq!(run["objects"], OBJECTS, "every object, verified");
         delivered += OBJECTS;
+        let control = lines.iter().find(|v| v.get("throttled").is_some()).unwrap();
+        seen_by_clients += control["throttled"].as_u64().unwrap();
     }
     let stats = server.stats();
     let (requests, throttled) = (stats.requests["get"], stats.throttled["get"]);
@@ -87,6 +89,10 @@ async fn a_throttling_storm_delivers_everything_without_feeding_itself() {
         requests as f64 / delivered as f64
     );
     assert!(throttled > 0, "the load was a storm: {stats:?}");
+    assert_eq!(
+        seen_by_clients, throttled,
+        "every SlowDown counted by the client that got it"
+    );
     assert!(
         requests as f64 <= 1.5 * delivered as f64,
         "no retry storm: {requests} GETs for {delivered} objects"
