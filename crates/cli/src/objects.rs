@@ -9,7 +9,7 @@ use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::wire::MAX_DELETE_BATCH;
-use sluice_core::{ListEntry, ObjectStore, ObjectUri};
+use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -436,6 +436,10 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
         return crate::uploads::abort_incomplete(store.as_ref(), &a).await;
     }
     let mut targets = Vec::new();
+    // Local files under a tree being removed: deleted through directory handles from the
+    // tree's root down, so a directory swapped for a symlink after the listing is not
+    // followed out of the tree (`outdir::remove`).
+    let mut local = Vec::new();
     for s in &a.uris {
         let uri = parse_uri(s)?;
         if !a.recursive {
@@ -445,11 +449,24 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
         let mut listed = store.list(&uri, true);
         while let Some(e) = listed.try_next().await? {
             if let ListEntry::Object(m) = e {
-                targets.push(m.uri);
+                match uri.scheme() {
+                    Scheme::S3 => targets.push(m.uri),
+                    Scheme::File | Scheme::Direct => local.push((uri.clone(), m.uri)),
+                }
             }
         }
     }
-    let count = targets.len();
+    let mut failed_local = 0;
+    for (root, uri) in &local {
+        let error = if a.dry_run {
+            None
+        } else {
+            remove_local(root, uri).await.err()
+        };
+        failed_local += usize::from(error.is_some());
+        report_rm(uri, error.as_deref(), &a);
+    }
+    let count = targets.len() + local.len();
     let a = &a;
     // DeleteObjects batches (1,000 keys each, `--jobs` of them at once); each object is
     // reported as its batch answers.
@@ -489,7 +506,7 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
         })
         .buffer_unordered(a.jobs)
         .boxed() // Send checked here, where the borrows' lifetimes are known (rustc #102211)
-        .fold(0, |n, f| std::future::ready(n + f))
+        .fold(failed_local, |n, f| std::future::ready(n + f))
         .await;
     if failed > 0 {
         return Err(Failure::Other(format!(
@@ -500,6 +517,22 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
 }
 
 /// One object's line of `rm`: deleted (or would be), or why not.
+/// Deletes the local file `uri`, listed under `root`, by the handles of the directories
+/// from the listing's directory (the prefix up to its last `/`) down.
+async fn remove_local(root: &ObjectUri, uri: &ObjectUri) -> Result<(), String> {
+    let prefix = root.key();
+    let base = &prefix[..prefix.rfind('/').map_or(0, |i| i + 1)];
+    let rel = uri
+        .key()
+        .strip_prefix(base)
+        .ok_or_else(|| format!("{uri} is not under {root}"))?;
+    let crate::outdir::Target::File(segments) = crate::outdir::target(rel)? else {
+        return Ok(());
+    };
+    let dir = std::path::PathBuf::from(if base.is_empty() { "." } else { base });
+    crate::outdir::blocking(move || crate::outdir::remove(&dir, &segments)).await
+}
+
 fn report_rm(uri: &ObjectUri, error: Option<&str>, a: &RmArgs) {
     let status = match (error, a.dry_run) {
         (Some(_), _) => "failed",

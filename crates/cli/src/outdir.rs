@@ -2,6 +2,7 @@
 //! wrong or hostile: a key becomes a path only if it names a file strictly inside DIR, no
 //! directory on the way may be a symlink, and each file appears whole or not at all (written
 //! to a temporary name beside it, then renamed over the target, never written through it).
+//! `rm -r file:///DIR/` deletes under DIR by the same walk (`remove`).
 
 use rustix::fs::{
     AtFlags, CWD, FileType, Mode, OFlags, mkdirat, openat, renameat, statat, unlinkat,
@@ -132,6 +133,35 @@ fn walk_dirs(
         }
     }
     Ok((fd, path))
+}
+
+/// Deletes the file `segments` under `dir`, never following a symlink on the way: each
+/// directory is opened relative to the one above it with `O_NOFOLLOW`, and the file is
+/// unlinked relative to its own (`unlinkat` does not follow its last component). A directory
+/// swapped for a symlink since the listing is an error, never a deletion outside `dir`. A
+/// file, or a directory on its way, that is gone already is no error (deleting what is not
+/// there succeeds, as on S3).
+pub fn remove(dir: &Path, segments: &[String]) -> Result<(), String> {
+    let Some((name, parents)) = segments.split_last() else {
+        return Ok(());
+    };
+    let root = match open_root(dir) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    let (parent, reached) = walk_dirs(root, dir, segments, false)?;
+    if reached != parents.iter().fold(dir.to_path_buf(), |p, s| p.join(s)) {
+        return Ok(());
+    }
+    match unlinkat(&parent, name.as_str(), AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(format!(
+            "{}: {}",
+            reached.join(name).display(),
+            std::io::Error::from(e)
+        )),
+    }
 }
 
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -304,5 +334,32 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn remove_never_follows_a_directory_swapped_for_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("tree");
+        let elsewhere = dir.path().join("elsewhere");
+        fs::create_dir_all(tree.join("sub")).unwrap();
+        fs::create_dir_all(&elsewhere).unwrap();
+        fs::write(tree.join("sub/own"), b"mine").unwrap();
+        fs::write(elsewhere.join("own"), b"keep").unwrap();
+        let segs = |p: &str| p.split('/').map(str::to_owned).collect::<Vec<_>>();
+        // Listed, then swapped: tree/sub is now a link to a directory outside the tree.
+        fs::rename(tree.join("sub"), dir.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tree.join("sub")).unwrap();
+        let e = remove(&tree, &segs("sub/own")).unwrap_err();
+        assert!(e.contains("symlink"), "{e}");
+        assert_eq!(fs::read(elsewhere.join("own")).unwrap(), b"keep");
+        // A path by name would have gone through the link (what `remove_file` does).
+        assert!(tree.join("sub/own").exists());
+        // In place, the file goes; gone already, or its directory gone, is no error.
+        fs::remove_file(tree.join("sub")).unwrap();
+        fs::rename(dir.path().join("moved"), tree.join("sub")).unwrap();
+        remove(&tree, &segs("sub/own")).unwrap();
+        assert!(!tree.join("sub/own").exists());
+        remove(&tree, &segs("sub/own")).unwrap();
+        remove(&tree, &segs("nowhere/own")).unwrap();
     }
 }

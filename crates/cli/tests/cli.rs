@@ -1207,6 +1207,19 @@ fn a_local_rm_stays_local_and_inside_its_tree() {
     );
     assert_eq!(std::fs::read(elsewhere.join("victim")).unwrap(), b"keep");
     assert!(!tree.join("sub/own").exists());
+
+    // A prefix that is not a directory: what starts with it goes, its neighbours stay.
+    std::fs::create_dir_all(tree.join("pre1")).unwrap();
+    for f in ["pre1/x", "pre2.txt", "other"] {
+        std::fs::write(tree.join(f), b"f").unwrap();
+    }
+    let out = Command::new(BIN)
+        .args(["rm", "-r", &format!("file://{}/pre", tree.display())])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!tree.join("pre1/x").exists() && !tree.join("pre2.txt").exists());
+    assert!(tree.join("other").exists());
 }
 
 /// A writer killed with SIGKILL mid-upload leaves no object, only its multipart upload,
