@@ -372,7 +372,12 @@ pub async fn get_with_resume(
                 return Err(changed(uri));
             }
             etag = etag.or(head.etag);
-            if req_range.is_none() {
+            // The store's checksum covers the whole object: it checks a reply that is the
+            // whole object, asked for whole or by a range from 0 that covers it (what a read
+            // of unknown size asks first, `loader/src/fetch.rs`).
+            let whole = req_range.is_none_or(|r| r.start() == 0)
+                && head.object_size == Some(head.content_length);
+            if whole {
                 checksum = checksum.or(head.checksum);
             }
             // A resumed request's Content-Range still carries the whole object's size, and
@@ -437,6 +442,8 @@ mod tests {
         changed: bool,
         /// The object size that replies after the first report (a store that lies).
         later_total: Option<u64>,
+        /// The full-object CRC every reply carries.
+        checksum: Option<u64>,
     }
 
     #[async_trait]
@@ -463,7 +470,7 @@ mod tests {
             let body = &self.data[start as usize..end as usize];
             let first = self.seen.lock().unwrap().len() == 1;
             sink.begin(ResponseHead {
-                checksum: None,
+                checksum: self.checksum,
                 content_length: body.len() as u64,
                 object_size: Some(if first {
                     total
@@ -585,6 +592,7 @@ mod tests {
             etag: Some("\"e1\""),
             changed: false,
             later_total: None,
+            checksum: None,
         }
     }
 
@@ -617,6 +625,35 @@ mod tests {
             seen[2],
             (Some(ByteRange::from_offset(600)), Some("\"e1\"".into()))
         );
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_is_the_whole_object_is_checked_against_the_stores_checksum() {
+        let wrong = crate::checksum::Crc::of(b"other bytes").crc;
+        async fn read(f: Flaky, range: Option<ByteRange>) -> Result<GetInfo> {
+            let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+            let mut seg = Segment::growable();
+            get_with_resume(&f, &fast(), &uri, &GetOptions::range(range), &mut seg).await
+        }
+        let bad = |cuts| Flaky {
+            checksum: Some(wrong),
+            ..flaky(cuts)
+        };
+        let covering = ByteRange::with_len(0, 8 << 20).unwrap();
+        // Whole, by a range from 0 that covers it (a read of unknown size), and resumed
+        // after a cut: the CRC of the bytes read is not the store's.
+        for (f, range) in [(bad(0), None), (bad(0), Some(covering)), (bad(1), None)] {
+            let e = read(f, range).await.unwrap_err();
+            assert!(matches!(e, Error::Integrity { .. }), "{range:?}: {e}");
+        }
+        // A part of the object: its bytes are not what the checksum covers.
+        let part = ByteRange::new(100, 200).unwrap();
+        read(bad(0), Some(part)).await.unwrap();
+        let good = Flaky {
+            checksum: Some(crate::checksum::Crc::of(&flaky(0).data).crc),
+            ..flaky(1)
+        };
+        read(good, Some(covering)).await.unwrap();
     }
 
     #[tokio::test]

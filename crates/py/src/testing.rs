@@ -275,7 +275,8 @@ pub fn pattern<'py>(py: Python<'py>, key: &str, length: usize) -> PyResult<Bound
 /// The bad-input catalogue (`sluice_testserver::hostile_cases`) as dicts: `name`, `input`
 /// (what the server does), `op` ("get", "get_range", "head", "list", "put") with `start`,
 /// `end` or `size`, and `expect`: "ok" (with `data`), "listed" (with `listed`), "done",
-/// "error", or "ok_or_error" / "listed_or_error".
+/// "error", "ok_or_error" / "listed_or_error", or "checked" (an error, but from the backends
+/// in `unchecked_backends`, which do not check this answer's checksum, any success).
 #[pyfunction]
 pub fn hostile_cases(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     use sluice_testserver::hostile_cases::{Expect, Op, catalogue};
@@ -319,6 +320,10 @@ pub fn hostile_cases(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
                 }
                 Expect::Done => "done",
                 Expect::Error(_) => "error",
+                Expect::Checked(_, unchecked) => {
+                    d.set_item("unchecked_backends", unchecked.to_vec())?;
+                    "checked"
+                }
             };
             d.set_item("expect", expect)?;
             Ok(d)
