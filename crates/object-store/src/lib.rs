@@ -15,7 +15,8 @@
 //! puts and copies (`PutMode::Create`/`Update`, `CopyMode::Create`), version ids, tags. A GET
 //! is a HEAD then a ranged GET pinned to the HEAD's ETag (If-Match): object_store's result
 //! carries the object's size and modification time, and the two requests cannot describe two
-//! versions. A copy is read and re-uploaded here, not a server-side copy.
+//! versions. A copy is a server-side CopyObject for objects up to 5 GiB where the store has
+//! it; larger objects, and stores without it, are read and re-uploaded here.
 
 #![warn(missing_docs)]
 
