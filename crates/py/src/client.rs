@@ -262,6 +262,20 @@ impl Client {
         endpoint_stats(py, self.store.as_ref())
     }
 
+    /// The requests in flight this client allows now and the throttles that set them
+    /// ({"limit", "max", "throttled", "cuts"}); None for a client of local files only.
+    fn congestion<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(c) = self.store.congestion() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("limit", c.limit)?;
+        d.set_item("max", c.max)?;
+        d.set_item("throttled", c.throttled)?;
+        d.set_item("cuts", c.cuts)?;
+        Ok(Some(d))
+    }
+
     /// The whole object.
     fn get(&self, py: Python<'_>, uri: &str) -> PyResult<Object> {
         let store = self.store()?;

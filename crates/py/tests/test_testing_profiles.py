@@ -64,6 +64,10 @@ def test_over_the_rate_the_server_answers_slow_down():
     assert refused, "20 GETs at once against 5/s: some are refused"
     assert all(e.status == 503 and e.code == "SlowDown" for e in refused), refused
     assert st["throttled"]["get"] == len(refused)
+    control = c.congestion()
+    assert set(control) == set(sluice.Congestion.__annotations__)
+    assert control["throttled"] == len(refused)
+    assert 1 <= control["limit"] < control["max"], "the client slowed down"
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ from ._native import (
 from . import _logging
 from ._config import Config
 from ._io import ObjectReader, ObjectWriter, open
-from ._types import EndpointStats, LoaderStats, StatResult, WriteResult
+from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteResult
 
 __all__ = [
     "Client",
@@ -54,6 +54,7 @@ __all__ = [
     "S3Error",
     "StatResult",
     "EndpointStats",
+    "Congestion",
     "WriteResult",
     "Writer",
     "backends",

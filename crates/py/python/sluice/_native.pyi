@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union, final
 
 from ._config import Config
-from ._types import EndpointStats, LoaderStats, StatResult, WriteResult
+from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteResult
 
 # As the module's own __all__ (PyO3 writes it: every class and function added).
 __all__ = [
@@ -146,6 +146,7 @@ class Client:
         """The settings this client was made with (what it pickles as)."""
     def __reduce__(self) -> Tuple[Callable[[Config], Client], Tuple[Config]]: ...
     def endpoint_stats(self) -> List[EndpointStats]: ...
+    def congestion(self) -> Optional[Congestion]: ...
     def get(self, uri: str) -> Object: ...
     def get_range(
         self, uri: str, offset: int, length: Optional[int] = None, etag: Optional[str] = None

@@ -4,7 +4,7 @@ keys (``tests/test_types.py`` checks that against the native module)."""
 
 from typing import List, Optional, TypedDict
 
-__all__ = ["StatResult", "LoaderStats", "WriteResult", "EndpointStats"]
+__all__ = ["StatResult", "LoaderStats", "WriteResult", "EndpointStats", "Congestion"]
 
 
 class StatResult(TypedDict):
@@ -75,3 +75,17 @@ class EndpointStats(TypedDict):
     """Attempts in flight now."""
     down: bool
     """Whether it is being avoided now (after failing to answer)."""
+
+
+class Congestion(TypedDict):
+    """``Client.congestion()``: the client's requests in flight, as its store's throttling set them
+    (AIMD: one more per limit's worth of answers, x0.7 per SlowDown/429/503)."""
+
+    limit: int
+    """Requests allowed in flight now."""
+    max: int
+    """The bound it never exceeds (``SLUICE_MAX_CONNECTIONS``)."""
+    throttled: int
+    """Answers that asked the client to slow down."""
+    cuts: int
+    """Times the limit was cut."""
