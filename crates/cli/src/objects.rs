@@ -253,9 +253,8 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         epochs.push((pass.stats, cpu));
     }
     pb.finish_and_clear();
-    report_epochs(&epochs, store.backend(), a.json);
+    report_epochs(&epochs, store.backend(), store.congestion(), a.json);
     report_endpoints(&store.endpoint_stats(), a.json);
-    report_congestion(store.congestion(), a.json);
     // Never exit 0 having written fewer objects than were listed.
     let not_written = refused + not_written.len();
     if not_written > 0 {
@@ -300,7 +299,14 @@ async fn sized(
     Ok(heads.try_collect().await?)
 }
 
-fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: bool) {
+/// One line per epoch; with JSON, each also carries the client's congestion figures since
+/// the start (`throttled`, `in_flight_limit`: what the store's throttling left it).
+fn report_epochs(
+    epochs: &[(StatsSnapshot, Option<f64>)],
+    backend: &str,
+    congestion: Option<sluice_core::CongestionStats>,
+    json: bool,
+) {
     for (i, (s, cpu_per_gb)) in epochs.iter().enumerate() {
         let epoch = if epochs.len() > 1 {
             format!("epoch {i}: ")
@@ -313,7 +319,8 @@ fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: b
                 serde_json::json!({"backend": backend, "epoch": i, "objects": s.objects, "bytes": s.bytes, "seconds": s.elapsed.as_secs_f64(),
                     "mb_per_s": s.mb_per_s, "requests": s.requests, "retries": s.retries,
                     "latency_p50_ms": s.latency_p50.as_secs_f64() * 1e3, "latency_p99_ms": s.latency_p99.as_secs_f64() * 1e3,
-                    "cpu_s_per_gb": cpu_per_gb})
+                    "cpu_s_per_gb": cpu_per_gb,
+                    "throttled": congestion.map(|c| c.throttled), "in_flight_limit": congestion.map(|c| c.limit)})
             );
         } else {
             println!(
@@ -331,19 +338,7 @@ fn report_epochs(epochs: &[(StatsSnapshot, Option<f64>)], backend: &str, json: b
             );
         }
     }
-}
-
-/// Whether the store throttled the run and where that left the requests in flight; silent
-/// in text when it never did.
-fn report_congestion(c: Option<sluice_core::CongestionStats>, json: bool) {
-    let Some(c) = c else { return };
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"throttled": c.throttled, "limit_cuts": c.cuts,
-                "requests_in_flight_limit": c.limit, "max_connections": c.max})
-        );
-    } else if c.throttled > 0 {
+    if let Some(c) = congestion.filter(|c| c.throttled > 0 && !json) {
         println!(
             "throttled {} times: requests in flight cut {} times, {} of {} allowed at the end",
             c.throttled, c.cuts, c.limit, c.max
