@@ -511,7 +511,6 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// One object's line of `rm`: deleted (or would be), or why not.
 /// Deletes the local file `uri`, listed under `root`, by the handles of the directories
 /// from the listing's directory (the prefix up to its last `/`) down.
 async fn remove_local(root: &ObjectUri, uri: &ObjectUri) -> Result<(), String> {
@@ -528,6 +527,7 @@ async fn remove_local(root: &ObjectUri, uri: &ObjectUri) -> Result<(), String> {
     crate::outdir::blocking(move || crate::outdir::remove(&dir, &segments)).await
 }
 
+/// One object's line of `rm`: deleted (or would be), or why not.
 fn report_rm(uri: &ObjectUri, error: Option<&str>, a: &RmArgs) {
     let status = match (error, a.dry_run) {
         (Some(_), _) => "failed",

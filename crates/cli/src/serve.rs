@@ -189,8 +189,10 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
     if profile.is_shaping() {
         println!("  profile {}", describe(&profile));
     }
+    // Watched before "ready" is printed: a stop sent as soon as it is read still reports.
+    let stopped = watch_stop()?;
     println!("ready");
-    until_stopped().await?;
+    stopped.await;
     let stats = server.stats();
     eprint!("{stats}");
     if let Some(path) = &a.shaping.stats_json {
@@ -202,15 +204,20 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Ctrl-C, or SIGTERM (what `kill`, `timeout` and `scripts/netlab down` send).
-async fn until_stopped() -> Result<(), Failure> {
+/// Ends at Ctrl-C (SIGINT) or SIGTERM (what `kill`, `timeout` and `scripts/netlab down`
+/// send); both are watched from the call on.
+fn watch_stop() -> Result<impl std::future::Future<Output = ()>, Failure> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| Failure::Other(format!("cannot watch SIGTERM: {e}")))?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(|e| Failure::Other(format!("waiting for Ctrl-C: {e}"))),
-        _ = term.recv() => Ok(()),
-    }
+    let watch =
+        |kind, name| signal(kind).map_err(|e| Failure::Other(format!("cannot watch {name}: {e}")));
+    let mut term = watch(SignalKind::terminate(), "SIGTERM")?;
+    let mut int = watch(SignalKind::interrupt(), "SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 /// One line naming what the profile does.

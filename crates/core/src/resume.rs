@@ -415,8 +415,10 @@ pub async fn get_with_resume(
                 tracing::info!(error = %e, attempts, received = dst.written() - origin, "resuming GET");
                 if etag.is_none() && dst.written() > origin {
                     // No ETag: the rest could not be pinned to the version of the bytes held,
-                    // so the next attempt reads everything asked for again.
+                    // so the next attempt reads everything asked for again, and that reply's
+                    // checksum (the object may have been replaced meanwhile) is the one.
                     dst.truncate(origin);
+                    checksum = None;
                 }
                 tokio::time::sleep(policy.backoff(attempts - 1)).await;
             }

@@ -6,6 +6,7 @@ use crate::runtime::{check_owner, runtime};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict};
+use sluice_testserver::profile::SETTINGS;
 use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, ServiceProfile};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -49,14 +50,26 @@ impl TestServer {
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let mut shaping = ServiceProfile::named(profile).map_err(|e| value_error("profile", e))?;
+        // In the order `sluice serve` applies its flags (the all-class latency first), so both
+        // give the same server whatever order the keywords were written in.
+        let mut given = Vec::new();
         for (k, v) in settings.into_iter().flat_map(|d| d.iter()) {
             let key: String = k.extract()?;
-            if v.is_none() {
-                continue;
+            let setting = key.replace('_', "-");
+            let rank = SETTINGS.iter().position(|s| *s == setting).ok_or_else(|| {
+                value_error(
+                    &key,
+                    format!("unknown setting: expected one of {}", SETTINGS.join(", ")),
+                )
+            })?;
+            if !v.is_none() {
+                given.push((rank, key, setting, v.str()?.to_string()));
             }
-            let value = v.str()?.to_string();
+        }
+        given.sort_by_key(|g| g.0);
+        for (_, key, setting, value) in given {
             shaping
-                .set(&key.replace('_', "-"), &value)
+                .set(&setting, &value)
                 .map_err(|e| value_error(&key, e))?;
         }
         let opts = ServerOptions {

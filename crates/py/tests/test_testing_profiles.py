@@ -37,8 +37,9 @@ def test_loopback_applies_nothing():
 
 
 def test_a_setting_overrides_the_profile():
+    # Applied as `sluice serve` applies its flags, the all-class one first, whatever the order.
     with (
-        testing.TestServer("s3-express", first_byte_latency="none", get_latency="20ms") as s,
+        testing.TestServer("s3-express", get_latency="20ms", first_byte_latency="none") as s,
         testing.environment(s),
     ):
         (uri,) = s.fill("p/", 1, 10)

@@ -19,7 +19,8 @@ pub(crate) struct Shaper {
     profile: ServiceProfile,
     rng: Mutex<fastrand::Rng>,
     limiter: RateLimiter,
-    node: Option<Arc<Pacer>>,
+    /// The node's link, one clock per direction (a link is full duplex).
+    node: Option<[Arc<Pacer>; 2]>,
     pub(crate) stats: Arc<ServiceStats>,
     throttle_ids: AtomicU64,
 }
@@ -69,28 +70,32 @@ impl Shaper {
         Self {
             rng: Mutex::new(fastrand::Rng::with_seed(profile.seed)),
             limiter: RateLimiter::new(profile.request_rate),
-            node: profile.node_bandwidth.map(|b| Arc::new(Pacer::new(b))),
+            node: profile
+                .node_bandwidth
+                .map(|b| [Arc::new(Pacer::new(b)), Arc::new(Pacer::new(b))]),
             stats: Arc::new(ServiceStats::new(&profile.name)),
             throttle_ids: AtomicU64::new(0),
             profile,
         }
     }
 
-    /// The links of a new connection: its own, and the node's that all connections share.
-    pub(crate) fn links(&self) -> Links {
-        Links {
+    /// The links of a new connection, as (upload, download): its own, and the node's that
+    /// all connections share, each direction paced on its own.
+    pub(crate) fn links(&self) -> (Links, Links) {
+        let direction = |i: usize| Links {
             connection: self
                 .profile
                 .connection_bandwidth
                 .map(|b| Arc::new(Pacer::new(b))),
-            node: self.node.clone(),
-        }
+            node: self.node.as_ref().map(|n| n[i].clone()),
+        };
+        (direction(0), direction(1))
     }
 
     pub(crate) async fn serve(
         self: Arc<Self>,
         s3: S3Service,
-        links: Links,
+        (up, down): (Links, Links),
         req: Request<Incoming>,
     ) -> Result<HttpResponse, HttpError> {
         let target = Target::of(&req);
@@ -108,13 +113,8 @@ impl Shaper {
             self.stats.throttle(target.class);
             return Ok(self.slow_down(req.uri().path(), head));
         }
-        let req = req.map(|b| {
-            Body::http_body(Paced::new(
-                b,
-                links.clone(),
-                self.stats.bytes_received.clone(),
-            ))
-        });
+        let req =
+            req.map(|b| Body::http_body(Paced::new(b, up, self.stats.bytes_received.clone())));
         let mut resp = s3.call(req).await?;
         // HTTP/1.1 drops a HEAD response's body on the wire; over HTTP/2 hyper sends the
         // body s3s renders for a failed HEAD, and the peer resets the stream. Drop it here.
@@ -122,7 +122,7 @@ impl Shaper {
             *resp.body_mut() = Body::empty();
             return Ok(resp);
         }
-        Ok(resp.map(|b| Body::http_body(Paced::new(b, links, self.stats.bytes_sent.clone()))))
+        Ok(resp.map(|b| Body::http_body(Paced::new(b, down, self.stats.bytes_sent.clone()))))
     }
 
     /// S3's answer to a request over its partition's rate: 503 with the `SlowDown` code.

@@ -17,7 +17,8 @@ use std::time::Instant;
 /// What one token bucket covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Partition {
-    /// The bucket and the key up to its first `/` (the whole key if it has none).
+    /// The bucket and the key up to its first `/`; keys without one share the bucket's
+    /// root partition.
     #[default]
     FirstSegment,
     /// The whole bucket.
@@ -42,7 +43,7 @@ impl Partition {
     pub fn of<'a>(self, bucket: &'a str, key: &'a str) -> (&'a str, &'a str) {
         match self {
             Partition::Bucket => (bucket, ""),
-            Partition::FirstSegment => (bucket, key.split_inclusive('/').next().unwrap_or("")),
+            Partition::FirstSegment => (bucket, key.find('/').map_or("", |i| &key[..=i])),
         }
     }
 }
@@ -193,6 +194,11 @@ mod tests {
         assert!(
             take(OpClass::Read, "b/1"),
             "partition b/ has its own bucket"
+        );
+        assert!(take(OpClass::Read, "x") && take(OpClass::Read, "y"));
+        assert!(
+            !take(OpClass::Read, "z"),
+            "keys without a / share the root partition"
         );
         assert!(take(OpClass::Write, "a/1") && !take(OpClass::Write, "a/2"));
         let whole = RateLimiter::new(RequestRate {
