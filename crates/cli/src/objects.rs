@@ -451,16 +451,21 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
             }
         }
     }
-    let mut failed_local = 0;
-    for (root, uri) in &local {
-        let error = if a.dry_run {
-            None
-        } else {
-            remove_local(root, uri).await.err()
-        };
-        failed_local += usize::from(error.is_some());
-        report_rm(uri, error.as_deref(), &a);
-    }
+    // `--jobs` files at once, each reported as it is done.
+    let failed_local: usize = futures::stream::iter(&local)
+        .map(|(root, uri)| async {
+            let error = if a.dry_run {
+                None
+            } else {
+                remove_local(root, uri).await.err()
+            };
+            report_rm(uri, error.as_deref(), &a);
+            usize::from(error.is_some())
+        })
+        .buffer_unordered(a.jobs)
+        .boxed() // Send checked here, where the borrows' lifetimes are known (rustc #102211)
+        .fold(0, |n, f| std::future::ready(n + f))
+        .await;
     let count = targets.len() + local.len();
     let a = &a;
     // DeleteObjects batches (1,000 keys each, `--jobs` of them at once); each object is
