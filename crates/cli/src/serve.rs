@@ -2,7 +2,7 @@
 
 use crate::output::Failure;
 use clap::Args;
-use sluice_testserver::profile::{Bandwidth, FirstByteLatency, SETTINGS};
+use sluice_testserver::profile::{Bandwidth, FirstByteLatency};
 use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -105,21 +105,22 @@ impl ShapingArgs {
     pub fn profile(&self) -> ServiceProfile {
         let mut p = self.profile.clone();
         let given = [
-            &self.first_byte_latency,
-            &self.get_latency,
-            &self.put_latency,
-            &self.list_latency,
-            &self.request_rate,
-            &self.rate_partition,
-            &self.connection_bandwidth,
-            &self.node_bandwidth,
-            &self.latency_seed,
+            ("first-byte-latency", &self.first_byte_latency),
+            ("get-latency", &self.get_latency),
+            ("put-latency", &self.put_latency),
+            ("list-latency", &self.list_latency),
+            ("request-rate", &self.request_rate),
+            ("rate-partition", &self.rate_partition),
+            ("connection-bandwidth", &self.connection_bandwidth),
+            ("node-bandwidth", &self.node_bandwidth),
+            ("latency-seed", &self.latency_seed),
         ];
-        for (setting, value) in SETTINGS.iter().zip(given) {
-            if let Some(v) = value {
-                p.set(setting, v).expect("checked when the flag was parsed");
-            }
-        }
+        p.set_all(
+            given
+                .into_iter()
+                .filter_map(|(s, v)| Some((s, v.as_deref()?))),
+        )
+        .expect("checked when the flags were parsed");
         p
     }
 }

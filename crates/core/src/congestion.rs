@@ -58,6 +58,17 @@ impl State {
     }
 }
 
+/// How an attempt ended, as far as the controller cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// The store answered: grow.
+    Answered,
+    /// The store asked for fewer requests: cut, and pause at one.
+    Throttled,
+    /// Another failure, or the caller gave up: nothing said about load.
+    Other,
+}
+
 /// What the controller has done so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CongestionStats {
@@ -133,11 +144,11 @@ impl Congestion {
         }
     }
 
-    fn record(&self, sent: Instant, answered: bool, throttled: bool) {
+    fn record(&self, sent: Instant, outcome: Outcome) {
         let mut s = self.state.lock().unwrap();
         s.in_flight -= 1;
         let now = Instant::now();
-        if throttled {
+        if outcome == Outcome::Throttled {
             s.throttled += 1;
             s.throttles_in_a_row += 1;
             if s.limit <= 1.0 {
@@ -153,7 +164,7 @@ impl Congestion {
                     "throttled: requests in flight cut"
                 );
             }
-        } else if answered {
+        } else if outcome == Outcome::Answered {
             s.throttles_in_a_row = 0;
             s.gate = None;
             s.limit = (s.limit + 1.0 / s.limit).min(self.max as f64);
@@ -176,17 +187,19 @@ impl Permit<'_> {
     /// Records the request's outcome and frees its place.
     pub fn finish<T>(mut self, result: &Result<T>) {
         self.recorded = true;
-        match result {
-            Ok(_) => self.owner.record(self.sent, true, false),
-            Err(e) => self.owner.record(self.sent, false, e.is_throttle()),
-        }
+        let outcome = match result {
+            Ok(_) => Outcome::Answered,
+            Err(e) if e.is_throttle() => Outcome::Throttled,
+            Err(_) => Outcome::Other,
+        };
+        self.owner.record(self.sent, outcome);
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.recorded {
-            self.owner.record(self.sent, false, false);
+            self.owner.record(self.sent, Outcome::Other);
         }
     }
 }

@@ -301,17 +301,14 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Timeout { .. } | Error::Transport { .. } => true,
+            // Throttling (`is_throttle`, the one list of its codes) and the other transient
+            // answers.
             Error::Service { status, code, .. } => {
-                matches!(*status, 408 | 429 | 500..=599)
+                self.is_throttle()
+                    || matches!(*status, 408 | 500..=599)
                     || matches!(
                         code.as_str(),
-                        "SlowDown"
-                            | "Throttling"
-                            | "ThrottlingException"
-                            | "RequestTimeout"
-                            | "RequestTimeTooSkewed"
-                            | "InternalError"
-                            | "ServiceUnavailable"
+                        "RequestTimeout" | "RequestTimeTooSkewed" | "InternalError"
                     )
             }
             _ => false,

@@ -369,10 +369,8 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     }
 
     async fn abort_upload(&self, upload: &Upload) -> Result<()> {
-        let result = retry(&self.cfg().retry, || async {
-            self.inner
-                .send(self.inner.wire.abort_upload(&upload.uri, &upload.upload_id))
-                .await
+        let result = retry(&self.cfg().retry, || {
+            self.inner.abort_upload(&upload.uri, &upload.upload_id)
         })
         .await;
         match result {

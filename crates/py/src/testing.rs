@@ -6,7 +6,6 @@ use crate::runtime::{check_owner, runtime};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict};
-use sluice_testserver::profile::SETTINGS;
 use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, ServiceProfile};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -50,28 +49,19 @@ impl TestServer {
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let mut shaping = ServiceProfile::named(profile).map_err(|e| value_error("profile", e))?;
-        // In the order `sluice serve` applies its flags (the all-class latency first), so both
-        // give the same server whatever order the keywords were written in.
         let mut given = Vec::new();
         for (k, v) in settings.into_iter().flat_map(|d| d.iter()) {
-            let key: String = k.extract()?;
-            let setting = key.replace('_', "-");
-            let rank = SETTINGS.iter().position(|s| *s == setting).ok_or_else(|| {
-                value_error(
-                    &key,
-                    format!("unknown setting: expected one of {}", SETTINGS.join(", ")),
-                )
-            })?;
             if !v.is_none() {
-                given.push((rank, key, setting, v.str()?.to_string()));
+                given.push((
+                    k.extract::<String>()?.replace('_', "-"),
+                    v.str()?.to_string(),
+                ));
             }
         }
-        given.sort_by_key(|g| g.0);
-        for (_, key, setting, value) in given {
-            shaping
-                .set(&setting, &value)
-                .map_err(|e| value_error(&key, e))?;
-        }
+        // Applied in the order `sluice serve` applies its flags, whatever the keywords' order.
+        shaping
+            .set_all(given.iter().map(|(s, v)| (s.as_str(), v.as_str())))
+            .map_err(|(setting, e)| value_error(&setting.replace('-', "_"), e))?;
         let opts = ServerOptions {
             profile: shaping,
             ..ServerOptions::default()

@@ -6,10 +6,10 @@ use super::pace::{Links, Paced, Pacer};
 use super::rate::RateLimiter;
 use super::stats::ServiceStats;
 use super::{OpClass, ServiceProfile};
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 use s3s::service::S3Service;
-use s3s::{Body, HttpError, HttpResponse};
+use s3s::{Body, HttpError, HttpResponse, S3Error, S3ErrorCode};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -111,7 +111,7 @@ impl Shaper {
         }
         if !admitted {
             self.stats.throttle(target.class);
-            return Ok(self.slow_down(req.uri().path(), head));
+            return Ok(self.slow_down(head));
         }
         let req =
             req.map(|b| Body::http_body(Paced::new(b, up, self.stats.bytes_received.clone())));
@@ -125,28 +125,23 @@ impl Shaper {
         Ok(resp.map(|b| Body::http_body(Paced::new(b, down, self.stats.bytes_sent.clone()))))
     }
 
-    /// S3's answer to a request over its partition's rate: 503 with the `SlowDown` code.
-    fn slow_down(&self, resource: &str, head: bool) -> HttpResponse {
+    /// S3's answer to a request over its partition's rate: 503 with the `SlowDown` code,
+    /// rendered by s3s as its handlers' errors are.
+    fn slow_down(&self, head: bool) -> HttpResponse {
         let id = format!(
             "SLUICETHROTTLE{:010}",
             self.throttle_ids.fetch_add(1, Ordering::Relaxed)
         );
-        let xml = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><Resource>{}</Resource><RequestId>{id}</RequestId></Error>",
-            xml_escape(resource)
-        );
-        let body = if head { Body::empty() } else { Body::from(xml) };
-        Response::builder()
-            .status(StatusCode::SERVICE_UNAVAILABLE)
-            .header(http::header::CONTENT_TYPE, "application/xml")
-            .header("x-amz-request-id", id)
-            .body(body)
-            .expect("static response parts are valid")
+        let mut e =
+            S3Error::with_message(S3ErrorCode::SlowDown, "Please reduce your request rate.");
+        e.set_status_code(StatusCode::SERVICE_UNAVAILABLE);
+        e.set_request_id(id.clone());
+        let mut resp = e.to_http_response().expect("an S3 error renders as XML");
+        resp.headers_mut()
+            .insert("x-amz-request-id", id.parse().expect("the id is ASCII"));
+        if head {
+            *resp.body_mut() = Body::empty();
+        }
+        resp
     }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -212,21 +212,16 @@ impl ServiceProfile {
     /// from text, so the command line and Python accept and refuse the same values.
     pub fn set(&mut self, setting: &str, value: &str) -> Result<(), String> {
         let example = |e: String, ex: &str| format!("{e}; e.g. {ex}");
-        const DIST: &str = "p50=30ms,p99=150ms, 5ms or none";
+        let latency = || {
+            latency::parse_optional(value)
+                .map_err(|e| example(e, "p50=30ms,p99=150ms, 5ms or none"))
+        };
+        let bandwidth = |ex| pace::parse_optional(value).map_err(|e| example(e, ex));
         match setting {
-            "first-byte-latency" => {
-                self.latency =
-                    OpLatency::all(latency::parse_optional(value).map_err(|e| example(e, DIST))?)
-            }
-            "get-latency" => {
-                self.latency.get = latency::parse_optional(value).map_err(|e| example(e, DIST))?
-            }
-            "put-latency" => {
-                self.latency.put = latency::parse_optional(value).map_err(|e| example(e, DIST))?
-            }
-            "list-latency" => {
-                self.latency.list = latency::parse_optional(value).map_err(|e| example(e, DIST))?
-            }
+            "first-byte-latency" => self.latency = OpLatency::all(latency()?),
+            "get-latency" => self.latency.get = latency()?,
+            "put-latency" => self.latency.put = latency()?,
+            "list-latency" => self.latency.list = latency()?,
             "request-rate" => {
                 self.request_rate = self
                     .request_rate
@@ -234,14 +229,8 @@ impl ServiceProfile {
                     .map_err(|e| example(e, "get=5500/s,put=3500/s or none"))?
             }
             "rate-partition" => self.request_rate.partition = value.parse()?,
-            "connection-bandwidth" => {
-                self.connection_bandwidth =
-                    pace::parse_optional(value).map_err(|e| example(e, "90MB/s or none"))?
-            }
-            "node-bandwidth" => {
-                self.node_bandwidth =
-                    pace::parse_optional(value).map_err(|e| example(e, "25Gbit/s or none"))?
-            }
+            "connection-bandwidth" => self.connection_bandwidth = bandwidth("90MB/s or none")?,
+            "node-bandwidth" => self.node_bandwidth = bandwidth("25Gbit/s or none")?,
             "latency-seed" => {
                 self.seed = value
                     .parse()
@@ -253,6 +242,23 @@ impl ServiceProfile {
                     SETTINGS.join(", ")
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Overrides several values, in `SETTINGS` order whatever the order given (the
+    /// all-class latency before the per-class ones), so every front end builds the same
+    /// server from the same settings. An error names the setting at fault.
+    pub fn set_all<'a>(
+        &mut self,
+        settings: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), (String, String)> {
+        let mut given: Vec<_> = settings.into_iter().collect();
+        // Unknown names last: `set` refuses them, naming the ones it knows.
+        given.sort_by_key(|(s, _)| SETTINGS.iter().position(|k| k == s).unwrap_or(usize::MAX));
+        for (setting, value) in given {
+            self.set(setting, value)
+                .map_err(|e| (setting.to_owned(), e))?;
         }
         Ok(())
     }
