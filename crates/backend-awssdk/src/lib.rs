@@ -30,8 +30,8 @@ use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
 use sluice_core::{
-    Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store, StoreConfig, Wire,
-    WireFromConfig,
+    Attributes, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions, Result,
+    S3Store, StoreConfig, Wire, WireFromConfig,
 };
 use std::time::SystemTime;
 
@@ -115,6 +115,35 @@ impl GetAttempt for AwsSdkWire {
     }
 }
 
+/// Sets every attribute on a PutObject or CreateMultipartUpload builder (two types with the
+/// same setters).
+macro_rules! with_attributes {
+    ($builder:expr, $a:expr) => {{
+        let a: &Attributes = $a;
+        $builder
+            .set_content_type(a.content_type.clone())
+            .set_cache_control(a.cache_control.clone())
+            .set_content_disposition(a.content_disposition.clone())
+            .set_content_encoding(a.content_encoding.clone())
+            .set_content_language(a.content_language.clone())
+            .set_metadata((!a.metadata.is_empty()).then(|| {
+                a.metadata
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            }))
+    }};
+}
+
+/// `(If-Match, If-None-Match)` for a write in `mode`.
+fn conditions(mode: &PutMode) -> (Option<String>, Option<String>) {
+    match mode {
+        PutMode::Overwrite => (None, None),
+        PutMode::Create => (None, Some("*".to_owned())),
+        PutMode::Update(etag) => (Some(etag.clone()), None),
+    }
+}
+
 #[async_trait]
 impl MultipartApi for AwsSdkWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -134,6 +163,17 @@ impl MultipartApi for AwsSdkWire {
             last_modified: out
                 .last_modified()
                 .and_then(|t| SystemTime::try_from(*t).ok()),
+            attributes: Attributes {
+                content_type: out.content_type().map(str::to_owned),
+                cache_control: out.cache_control().map(str::to_owned),
+                content_disposition: out.content_disposition().map(str::to_owned),
+                content_encoding: out.content_encoding().map(str::to_owned),
+                content_language: out.content_language().map(str::to_owned),
+                metadata: out
+                    .metadata()
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                    .unwrap_or_default(),
+            },
         })
     }
 
@@ -142,11 +182,15 @@ impl MultipartApi for AwsSdkWire {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
-        let out = self
-            .client
-            .put_object()
+        let put = self.client.put_object();
+        let out = with_attributes!(put, &opts.attributes);
+        let (if_match, if_none_match) = conditions(&opts.mode);
+        let out = out
+            .set_if_match(if_match)
+            .set_if_none_match(if_none_match)
             .bucket(uri.bucket())
             .key(uri.key())
             .set_checksum_crc64_nvme(checksum.map(Crc::to_base64))
@@ -158,11 +202,15 @@ impl MultipartApi for AwsSdkWire {
         Ok(out.e_tag().map(str::to_owned))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
         let s = uri.to_string();
-        let out = self
-            .client
-            .create_multipart_upload()
+        let create = self.client.create_multipart_upload();
+        let out = with_attributes!(create, attributes)
             .bucket(uri.bucket())
             .key(uri.key())
             .set_checksum_algorithm(checksummed.then_some(ChecksumAlgorithm::Crc64Nvme))
@@ -206,8 +254,10 @@ impl MultipartApi for AwsSdkWire {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
+        let (if_match, if_none_match) = conditions(mode);
         let parts = parts
             .iter()
             .map(|p| {
@@ -221,6 +271,8 @@ impl MultipartApi for AwsSdkWire {
         let out = self
             .client
             .complete_multipart_upload()
+            .set_if_match(if_match)
+            .set_if_none_match(if_none_match)
             .bucket(uri.bucket())
             .key(uri.key())
             .upload_id(upload_id)
@@ -295,6 +347,7 @@ impl Wire for AwsSdkWire {
                 last_modified: o
                     .last_modified()
                     .and_then(|t| SystemTime::try_from(*t).ok()),
+                attributes: Attributes::default(),
             }));
         }
         ListPage::new(

@@ -24,9 +24,10 @@ mod writer;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use sluice_core::store::unsupported;
 use sluice_core::{
-    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
-    PutInfo, PutPayload, Result, Scheme, Segment, WriteOptions,
+    Attributes, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
+    ObjectWriter, PutInfo, PutMode, PutOptions, PutPayload, Result, Scheme, Segment, WriteOptions,
 };
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -108,6 +109,7 @@ fn object_meta(uri: ObjectUri, meta: &std::fs::Metadata) -> ObjectMeta {
         size: meta.len(),
         etag: Some(etag_of(meta)),
         last_modified: meta.modified().ok(),
+        attributes: Attributes::default(),
     }
 }
 
@@ -211,11 +213,17 @@ impl ObjectStore for FsStore {
         .boxed()
     }
 
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+    async fn put_opts(
+        &self,
+        uri: &ObjectUri,
+        data: PutPayload,
+        opts: &PutOptions,
+    ) -> Result<PutInfo> {
         let path = self.path(uri)?;
+        let create_only = create_only(uri, opts)?;
         let (u, sync) = (uri.clone(), self.is_direct());
         blocking(uri, move || {
-            let meta = write_atomically(&u, &path, &data.0, sync)?;
+            let meta = write_atomically(&u, &path, &data.0, sync, create_only)?;
             Ok(PutInfo {
                 etag: Some(etag_of(&meta)),
                 parts: None,
@@ -224,10 +232,14 @@ impl ObjectStore for FsStore {
         .await
     }
 
-    async fn writer(&self, uri: &ObjectUri, _opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
         let path = self.path(uri)?;
+        let create_only = create_only(uri, &opts.put)?;
         let (u, sync) = (uri.clone(), self.is_direct());
-        let w = blocking(uri, move || writer::FsWriter::create(u, path, sync)).await?;
+        let w = blocking(uri, move || {
+            writer::FsWriter::create(u, path, sync, create_only)
+        })
+        .await?;
         Ok(Box::new(w))
     }
 
@@ -269,21 +281,57 @@ fn temp_path(uri: &ObjectUri, path: &Path) -> Result<PathBuf> {
     Ok(dir.map_or_else(|| PathBuf::from(&tmp_name), |d| d.join(&tmp_name)))
 }
 
-/// Makes a finished temporary file the object: synced first when asked, then renamed.
+/// Makes a finished temporary file the object: synced first when asked, then renamed —
+/// or, with `create_only`, linked (which, unlike a rename, fails if the name is taken, so
+/// two writers cannot both create it) and the temporary name removed.
 fn publish(
     uri: &ObjectUri,
     file: std::fs::File,
     tmp: &Path,
     path: &Path,
     sync: bool,
+    create_only: bool,
 ) -> Result<std::fs::Metadata> {
     let io = |op: &'static str| move |e| Error::io(uri.to_string(), op, e);
     if sync {
         file.sync_all().map_err(io("sync"))?;
     }
     drop(file);
-    std::fs::rename(tmp, path).map_err(io("rename"))?;
+    if create_only {
+        match std::fs::hard_link(tmp, path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::from_service(
+                    uri.to_string(),
+                    412,
+                    "PreconditionFailed",
+                    "the file exists (PutMode::Create)",
+                    None,
+                ));
+            }
+            r => r.map_err(io("link"))?,
+        }
+        std::fs::remove_file(tmp).map_err(io("remove"))?;
+    } else {
+        std::fs::rename(tmp, path).map_err(io("rename"))?;
+    }
     std::fs::metadata(path).map_err(io("stat"))
+}
+
+/// Whether a write may go ahead under `opts`, and if only as a creation: a file keeps no
+/// attributes and has no ETag to compare atomically, so those are refused, never dropped.
+fn create_only(uri: &ObjectUri, opts: &PutOptions) -> Result<bool> {
+    if !opts.attributes.is_empty() {
+        return Err(unsupported("fs", uri, "storing object attributes"));
+    }
+    match opts.mode {
+        PutMode::Overwrite => Ok(false),
+        PutMode::Create => Ok(true),
+        PutMode::Update(_) => Err(unsupported(
+            "fs",
+            uri,
+            "conditional updates (PutMode::Update)",
+        )),
+    }
 }
 
 fn create_temp(uri: &ObjectUri, tmp: &Path) -> Result<std::fs::File> {
@@ -301,12 +349,13 @@ fn write_atomically(
     path: &Path,
     data: &[u8],
     sync: bool,
+    create_only: bool,
 ) -> Result<std::fs::Metadata> {
     let tmp = temp_path(uri, path)?;
     let result = create_temp(uri, &tmp).and_then(|mut f| {
         f.write_all(data)
             .map_err(|e| Error::io(uri.to_string(), "write", e))?;
-        publish(uri, f, &tmp, path, sync)
+        publish(uri, f, &tmp, path, sync, create_only)
     });
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

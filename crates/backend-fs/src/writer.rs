@@ -18,6 +18,8 @@ pub struct FsWriter {
     /// Taken while a blocking write holds it.
     file: Option<File>,
     sync: bool,
+    /// `finish` fails rather than replace an existing file (`PutMode::Create`).
+    create_only: bool,
     written: u64,
     state: WriterState,
     /// A forked child drops its copy of the parent's writer: that must not delete the
@@ -26,7 +28,7 @@ pub struct FsWriter {
 }
 
 impl FsWriter {
-    pub fn create(uri: ObjectUri, path: PathBuf, sync: bool) -> Result<Self> {
+    pub fn create(uri: ObjectUri, path: PathBuf, sync: bool, create_only: bool) -> Result<Self> {
         let tmp = temp_path(&uri, &path)?;
         let file = create_temp(&uri, &tmp)?;
         Ok(Self {
@@ -35,6 +37,7 @@ impl FsWriter {
             tmp,
             file: Some(file),
             sync,
+            create_only,
             written: 0,
             state: WriterState::Open,
             owner: std::process::id(),
@@ -89,16 +92,19 @@ impl ObjectWriter for FsWriter {
 
     async fn finish(&mut self) -> Result<WriteInfo> {
         let file = self.take_file()?;
-        let (uri, tmp, path, sync) = (
+        let (uri, tmp, path, sync, create_only) = (
             self.uri.clone(),
             self.tmp.clone(),
             self.path.clone(),
             self.sync,
+            self.create_only,
         );
-        let result = tokio::task::spawn_blocking(move || publish(&uri, file, &tmp, &path, sync))
-            .await
-            .map_err(|e| task_failed(&self.uri, e))
-            .and_then(|r| r);
+        let result = tokio::task::spawn_blocking(move || {
+            publish(&uri, file, &tmp, &path, sync, create_only)
+        })
+        .await
+        .map_err(|e| task_failed(&self.uri, e))
+        .and_then(|r| r);
         match result {
             Ok(meta) => {
                 self.state = WriterState::Finished;

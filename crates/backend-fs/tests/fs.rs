@@ -369,8 +369,9 @@ async fn streamed_writes_appear_whole_on_finish(ctx: Ctx) {
         max_in_flight: 2,
         abort_on_drop: true,
         checksums: false,
+        put: Default::default(),
     };
-    let mut w = ctx.store.writer(&uri, opts).await.unwrap();
+    let mut w = ctx.store.writer(&uri, opts.clone()).await.unwrap();
     let data = pattern::generate("ckpt", 3 << 20);
     for chunk in data.chunks(1 << 20) {
         w.write(Bytes::copy_from_slice(chunk)).await.unwrap();
@@ -385,13 +386,74 @@ async fn streamed_writes_appear_whole_on_finish(ctx: Ctx) {
     assert_eq!(files_in(&ctx.dir.path().join("w")), ["ckpt.pt"]);
 
     // Aborted and dropped writers leave nothing behind.
-    let mut w = ctx.store.writer(&ctx.uri("w/aborted"), opts).await.unwrap();
+    let mut w = ctx.store.writer(&ctx.uri("w/aborted"), opts.clone()).await.unwrap();
     w.write(Bytes::from_static(b"partial")).await.unwrap();
     w.abort().await.unwrap();
     let mut w = ctx.store.writer(&ctx.uri("w/dropped"), opts).await.unwrap();
     w.write(Bytes::from_static(b"partial")).await.unwrap();
     drop(w);
     assert_eq!(files_in(&ctx.dir.path().join("w")), ["ckpt.pt"]);
+}
+
+/// `PutMode::Create` is a link that fails on a taken name (a 412, as S3 answers), for a put
+/// and a streamed write; what a file cannot keep (attributes, an ETag condition) is refused,
+/// and nothing is written.
+async fn create_only_writes_and_refused_options(ctx: Ctx) {
+    use sluice_core::{PutMode, PutOptions, WriteOptions};
+    let uri = ctx.uri("c/once");
+    let create = PutOptions::create();
+    ctx.store
+        .put_opts(&uri, Bytes::from_static(b"first").into(), &create)
+        .await
+        .unwrap();
+    let e = ctx
+        .store
+        .put_opts(&uri, Bytes::from_static(b"second").into(), &create)
+        .await
+        .unwrap_err();
+    assert!(e.is_precondition_failed(), "{e}");
+    let opts = WriteOptions {
+        part_size: 5 << 20,
+        max_in_flight: 1,
+        abort_on_drop: true,
+        checksums: false,
+        put: create,
+    };
+    let mut w = ctx.store.writer(&uri, opts).await.unwrap();
+    w.write(Bytes::from_static(b"third")).await.unwrap();
+    let e = w.finish().await.unwrap_err();
+    assert!(e.is_precondition_failed(), "{e}");
+    assert_eq!(&ctx.store.get(&uri, None).await.unwrap()[..], b"first");
+    let mut with_type = PutOptions::default();
+    with_type.attributes.content_type = Some("text/plain".into());
+    let update = PutOptions {
+        mode: PutMode::Update("\"x\"".into()),
+        ..PutOptions::default()
+    };
+    for refused in [with_type, update] {
+        let e = ctx
+            .store
+            .put_opts(
+                &ctx.uri("c/other"),
+                Bytes::from_static(b"x").into(),
+                &refused,
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Service { status: 501, .. }), "{e}");
+    }
+    assert!(matches!(
+        ctx.store.head(&ctx.uri("c/other")).await,
+        Err(Error::NotFound { .. })
+    ));
+    // No temporary file is left beside the object.
+    let left: Vec<_> = ctx
+        .store
+        .list(&ctx.uri("c/"), true)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
 }
 
 macro_rules! cases {
@@ -419,6 +481,7 @@ cases!(
     overwrite_replaces_whole,
     put_to_a_directory_path_is_refused,
     streamed_writes_appear_whole_on_finish,
+    create_only_writes_and_refused_options,
 );
 
 #[tokio::test]

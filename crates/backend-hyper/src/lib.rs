@@ -28,8 +28,8 @@ use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::MAX_UPLOADS_PAGE;
 use sluice_core::{
-    Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store, StoreConfig, Wire,
-    WireFromConfig,
+    Attributes, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions, Result,
+    S3Store, StoreConfig, Wire, WireFromConfig,
 };
 use std::sync::Arc;
 use transport::{Transport, header_str, read_small_body};
@@ -154,6 +154,28 @@ fn checksum_headers(checksum: Option<Crc>) -> HeaderMap {
     h
 }
 
+/// The attributes as headers (`Attributes::validate` has checked they are header values).
+fn add_attributes(headers: &mut HeaderMap, subject: &str, attributes: &Attributes) -> Result<()> {
+    for (name, value) in attributes.to_headers() {
+        let bad = |e: &dyn std::fmt::Display| {
+            Error::config(format!("{name} of {subject}"), e.to_string())
+        };
+        let n = http::HeaderName::try_from(name.as_ref()).map_err(|e| bad(&e))?;
+        headers.insert(n, HeaderValue::from_str(value).map_err(|e| bad(&e))?);
+    }
+    Ok(())
+}
+
+/// `If-None-Match: *` or `If-Match: <etag>` for a conditional write.
+fn add_condition(headers: &mut HeaderMap, subject: &str, mode: &PutMode) -> Result<()> {
+    if let Some((name, value)) = mode.condition_header() {
+        let value = HeaderValue::from_str(value)
+            .map_err(|e| Error::config(format!("{name} of {subject}"), e.to_string()))?;
+        headers.insert(name, value);
+    }
+    Ok(())
+}
+
 fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     header_str(h, name).and_then(|v| v.parse().ok())
 }
@@ -224,6 +246,7 @@ impl MultipartApi for HyperWire {
             etag: header_str(h, "etag").map(str::to_owned),
             last_modified: header_str(h, "last-modified")
                 .and_then(|v| httpdate::parse_http_date(v).ok()),
+            attributes: Attributes::from_headers(h.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
         })
     }
 
@@ -232,19 +255,29 @@ impl MultipartApi for HyperWire {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
+        let mut headers = checksum_headers(checksum);
+        add_attributes(&mut headers, &s, &opts.attributes)?;
+        add_condition(&mut headers, &s, &opts.mode)?;
         let resp = self
             .transport
-            .send(&s, Method::PUT, &url, checksum_headers(checksum), data)
+            .send(&s, Method::PUT, &url, headers, data)
             .await?;
         Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
         let s = uri.to_string();
         let mut headers = HeaderMap::new();
+        add_attributes(&mut headers, &s, attributes)?;
         if checksummed {
             let algorithm = HeaderValue::from_static(checksum::ALGORITHM);
             headers.insert("x-amz-checksum-algorithm", algorithm);
@@ -293,12 +326,14 @@ impl MultipartApi for HyperWire {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[("uploadId", upload_id)]);
         // The whole object's CRC and its type, as the SDKs send them on Complete (which has
         // no body checksum of its own: no `x-amz-sdk-checksum-algorithm`).
         let mut headers = HeaderMap::new();
+        add_condition(&mut headers, &s, mode)?;
         if let Some(crc) = checksum {
             let value = HeaderValue::from_str(&crc.to_base64()).expect("base64 is a header value");
             headers.insert(checksum::HEADER, value);
@@ -367,6 +402,7 @@ impl Wire for HyperWire {
                 size: c.size,
                 etag: c.etag,
                 last_modified: c.last_modified.as_deref().and_then(xml::parse_iso8601),
+                attributes: Attributes::default(),
             })
         }));
         ListPage::new(

@@ -11,6 +11,8 @@
 mod errors;
 mod http;
 
+pub mod attributes;
+
 use async_trait::async_trait;
 use bytes::Bytes;
 use errors::{Refused, map_error, range_not_satisfiable, whole_object};
@@ -20,15 +22,17 @@ use object_store::list::{PaginatedListOptions, PaginatedListStore as _};
 use object_store::multipart::{MultipartStore as _, PartId};
 use object_store::path::Path;
 use object_store::{
-    ClientOptions, CredentialProvider, GetRange, ObjectStore as _, ObjectStoreExt as _, RetryConfig,
+    ClientOptions, CredentialProvider, GetRange, ObjectStore as _, ObjectStoreExt as _,
+    PutMultipartOptions, RetryConfig, UpdateVersion,
 };
 use sluice_core::checksum::Crc;
 use sluice_core::listing::{ListPage, UploadMarker, UploadsPage};
 use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
+use sluice_core::store::unsupported;
 use sluice_core::{
-    ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, Result, S3Store,
-    StoreConfig, Wire, WireFromConfig,
+    Attributes, ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo,
+    PutMode, PutOptions, Result, S3Store, StoreConfig, Wire, WireFromConfig,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -174,6 +178,7 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
         size: m.size,
         etag: m.e_tag,
         last_modified: Some(m.last_modified.into()),
+        attributes: Attributes::default(),
     }
 }
 
@@ -236,12 +241,22 @@ impl GetAttempt for ObjectStoreWire {
 #[async_trait]
 impl MultipartApi for ObjectStoreWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let m = self
+        // `head` is this same HEAD, less the attributes.
+        let opts = object_store::GetOptions {
+            head: true,
+            ..Default::default()
+        };
+        let r = self
             .store(uri.bucket())?
-            .head(&path(uri)?)
+            .get_opts(&path(uri)?, opts)
             .await
             .map_err(self.err(uri))?;
-        Ok(meta(uri, m))
+        // What S3 sends beyond our attributes (a storage class) is not the reader's concern.
+        let (attributes, _) = attributes::from_object_store(&r.attributes);
+        Ok(ObjectMeta {
+            attributes,
+            ..meta(uri, r.meta)
+        })
     }
     /// object_store can send no CRC (its one checksum option is SHA-256 on every request,
     /// which costs more CPU than the upload): the checksums core passes are not sent.
@@ -250,18 +265,40 @@ impl MultipartApi for ObjectStoreWire {
         uri: &ObjectUri,
         data: Bytes,
         _checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
+        let opts = object_store::PutOptions {
+            mode: match &opts.mode {
+                PutMode::Overwrite => object_store::PutMode::Overwrite,
+                PutMode::Create => object_store::PutMode::Create,
+                PutMode::Update(etag) => object_store::PutMode::Update(UpdateVersion {
+                    e_tag: Some(etag.clone()),
+                    version: None,
+                }),
+            },
+            attributes: attributes::to_object_store(&opts.attributes),
+            ..Default::default()
+        };
         let r = self
             .store(uri.bucket())?
-            .put(&path(uri)?, data.into())
+            .put_opts(&path(uri)?, data.into(), opts)
             .await
             .map_err(self.err(uri))?;
         Ok(r.e_tag)
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, _checksummed: bool) -> Result<String> {
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        _checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
+        let opts = PutMultipartOptions {
+            attributes: attributes::to_object_store(attributes),
+            ..Default::default()
+        };
         self.store(uri.bucket())?
-            .create_multipart(&path(uri)?)
+            .create_multipart_opts(&path(uri)?, opts)
             .await
             .map_err(self.err(uri))
     }
@@ -289,7 +326,17 @@ impl MultipartApi for ObjectStoreWire {
         upload_id: &str,
         parts: &[UploadedPart],
         _checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
+        // object_store's MultipartStore has no condition on Complete (it keeps it for its
+        // own copy_if_not_exists).
+        if *mode != PutMode::Overwrite {
+            return Err(unsupported(
+                "objectstore",
+                uri,
+                "conditional multipart uploads (PutMode::Create or Update at or above the multipart threshold)",
+            ));
+        }
         let parts = parts
             .iter()
             .map(|p| PartId {

@@ -149,7 +149,7 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
     let total: u64 = jobs.iter().filter_map(|j| j.size).sum();
     let bar = progress(total, true, a.json || !std::io::stderr().is_terminal());
     let count = jobs.len();
-    let a = &a;
+    let (a, parts) = (&a, &parts);
     let results: Vec<bool> = futures::stream::iter(jobs)
         .map(|job| {
             let (store, dst, bar) = (store.clone(), &dst, &bar);
@@ -333,7 +333,7 @@ async fn copy_job(
     job: &Job,
     dest: &Dest,
     a: &CpArgs,
-    parts: WriteOptions,
+    parts: &WriteOptions,
     bar: &indicatif::ProgressBar,
 ) -> Result<Done, String> {
     let fail = |e: Error| e.to_string();
@@ -377,7 +377,7 @@ async fn copy_job(
             Err(e) => return Err(fail(e)),
         }
     }
-    let mut writer = store.writer(to, parts).await.map_err(fail)?;
+    let mut writer = store.writer(to, parts.clone()).await.map_err(fail)?;
     let copied: sluice_core::Result<()> = async {
         let mut chunks = std::pin::pin!(chunks(store, job, size));
         while let Some((_, chunk)) = chunks.try_next().await? {

@@ -280,6 +280,12 @@ impl Error {
         }
     }
 
+    /// Whether a conditional request's condition failed (412 `PreconditionFailed`): a
+    /// `PutMode::Create` whose key was taken, an `Update` or pinned read of another version.
+    pub fn is_precondition_failed(&self) -> bool {
+        matches!(self, Error::Service { status: 412, .. })
+    }
+
     /// Whether the store asked for fewer requests (503, 429 or a throttling code): what
     /// `congestion::Congestion` backs off on. A 500 is a failure, not a request to slow down.
     pub fn is_throttle(&self) -> bool {
@@ -309,6 +315,9 @@ impl Error {
                     || matches!(
                         code.as_str(),
                         "RequestTimeout" | "RequestTimeTooSkewed" | "InternalError"
+                        // 409: a conditional write raced another on S3's side and was not
+                        // decided; S3 asks for it to be repeated.
+                        | "ConditionalRequestConflict"
                     )
             }
             _ => false,
@@ -513,6 +522,8 @@ mod tests {
         assert!(svc(400, "RequestTimeout").is_retryable());
         assert!(!svc(416, "InvalidRange").is_retryable());
         assert!(!svc(412, "PreconditionFailed").is_retryable());
+        assert!(svc(412, "PreconditionFailed").is_precondition_failed());
+        assert!(svc(409, "ConditionalRequestConflict").is_retryable());
         assert!(!svc(403, "AccessDenied").is_retryable());
         assert!(Error::transport("s3://b/k", "connection reset").is_retryable());
         assert!(!Error::integrity("s3://b/k", "short").is_retryable());

@@ -4,6 +4,7 @@
 
 use crate::checksum::Crc;
 use crate::error::{Error, Result};
+use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::same_etag;
 use crate::retry::{RetryPolicy, retry};
 use crate::store::{ObjectMeta, PutInfo};
@@ -21,19 +22,28 @@ pub const PART_CONCURRENCY: usize = 4;
 
 /// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
 /// attempt each). A `checksum` given is sent for the store to check the bytes against
-/// (`checksum`'s module says why and how); a stack that cannot send one ignores it.
+/// (`checksum`'s module says why and how); a stack that cannot send one ignores it. A
+/// condition (`PutMode`) or attributes a stack cannot send are refused (`store::unsupported`),
+/// never dropped.
 #[async_trait]
 pub trait MultipartApi: Send + Sync + 'static {
-    /// One PUT of a whole object. Returns its ETag.
+    /// One PUT of a whole object, with `opts`' condition and attributes. Returns its ETag.
     async fn put_object(
         &self,
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>>;
-    /// CreateMultipartUpload; with `checksummed`, the upload's parts and whole object will
-    /// carry CRC64NVME checksums. Returns the upload id every later call of the upload names.
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String>;
+    /// CreateMultipartUpload, the object to carry `attributes`; with `checksummed`, the
+    /// upload's parts and whole object will carry CRC64NVME checksums. Returns the upload id
+    /// every later call of the upload names.
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String>;
     /// Returns the ETag the response carried; `upload` turns a missing one into an error.
     async fn upload_part(
         &self,
@@ -43,13 +53,15 @@ pub trait MultipartApi: Send + Sync + 'static {
         data: Bytes,
         checksum: Option<Crc>,
     ) -> Result<Option<String>>;
-    /// `parts` in order; `checksum` is the whole object's. Returns the object's ETag.
+    /// `parts` in order; `checksum` is the whole object's; the object appears only if
+    /// `mode` allows. Returns the object's ETag.
     async fn complete_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>>;
     /// AbortMultipartUpload: deletes the parts uploaded so far, which would otherwise be
     /// kept (and billed) by the store.
@@ -148,15 +160,17 @@ pub(crate) fn no_such_upload(e: &Error) -> bool {
     matches!(e, Error::NotFound { code, .. } | Error::Service { code, .. } if code == "NoSuchUpload")
 }
 
-/// CompleteMultipartUpload with retries. A retry answered `NoSuchUpload` usually means an
-/// earlier attempt was applied and only its answer was lost: the object is then checked by
-/// HEAD, and the upload counts as done only if its ETag is the one these parts make.
+/// CompleteMultipartUpload with retries. A retry answered `NoSuchUpload` (or, for a
+/// conditional upload, `412`) usually means an earlier attempt was applied and only its
+/// answer was lost: the object is then checked by HEAD, and the upload counts as done only
+/// if its ETag is the one these parts make.
 async fn complete(
     api: &dyn MultipartApi,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     upload_id: &str,
     parts: &[UploadedPart],
+    mode: &PutMode,
 ) -> Result<Option<String>> {
     // The whole object's CRC, when every part was sent with one.
     let checksum = parts
@@ -167,21 +181,15 @@ async fn complete(
     let sent = std::sync::atomic::AtomicBool::new(false);
     retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
-        match api.complete_upload(uri, upload_id, parts, checksum).await {
+        match api
+            .complete_upload(uri, upload_id, parts, checksum, mode)
+            .await
+        {
             Err(e) if again && no_such_upload(&e) => {
-                let expected = multipart_etag(parts);
-                match api.head_object(uri).await {
-                    Ok(meta)
-                        if meta.etag.as_deref().zip(expected.as_deref()).is_some_and(
-                            |(got, want)| same_etag(&got.to_ascii_lowercase(), want),
-                        ) =>
-                    {
-                        Ok(meta.etag)
-                    }
-                    // The HEAD itself failed for a while (503, reset): the outer loop repeats
-                    // Complete, whose NoSuchUpload brings the check back, within the budget.
-                    Err(head) if head.is_retryable() => Err(head),
-                    _ => Err(Error::integrity(
+                match applied_earlier(api, uri, multipart_etag(parts)).await {
+                    Ok(Some(etag)) => Ok(Some(etag)),
+                    Err(head) => Err(head),
+                    Ok(None) => Err(Error::integrity(
                         uri.to_string(),
                         format!(
                             "CompleteMultipartUpload was retried and the upload is gone ({e}), \
@@ -190,15 +198,80 @@ async fn complete(
                     )),
                 }
             }
+            Err(e) if again && e.is_precondition_failed() => Ok(Some(
+                applied_earlier(api, uri, multipart_etag(parts))
+                    .await?
+                    .ok_or(e)?,
+            )),
             r => r,
         }
     })
     .await
 }
 
+/// Whether an attempt whose answer was lost wrote the object: `Some(etag)` when the object
+/// under `uri` now has the ETag `expected` (what these bytes make), `None` when it has
+/// another or none; `Err` only for a HEAD that failed in a way worth retrying (the caller's
+/// retry loop repeats the request, whose answer brings the check back).
+async fn applied_earlier(
+    api: &dyn MultipartApi,
+    uri: &ObjectUri,
+    expected: Option<String>,
+) -> Result<Option<String>> {
+    match api.head_object(uri).await {
+        Ok(meta)
+            if meta
+                .etag
+                .as_deref()
+                .zip(expected.as_deref())
+                .is_some_and(|(got, want)| same_etag(&got.to_ascii_lowercase(), want)) =>
+        {
+            Ok(meta.etag)
+        }
+        Err(head) if head.is_retryable() => Err(head),
+        _ => Ok(None),
+    }
+}
+
+/// One PUT of a whole object, retried. A conditional PUT whose retry is answered 412 may
+/// have lost to its own first attempt (applied, answer lost): it succeeds if the object is
+/// now these bytes (its ETag their MD5, as S3 makes it for a single PUT).
+async fn put_whole(
+    api: &dyn MultipartApi,
+    policy: &RetryPolicy,
+    uri: &ObjectUri,
+    data: &Bytes,
+    crc: Option<Crc>,
+    opts: &PutOptions,
+) -> Result<Option<String>> {
+    let sent = std::sync::atomic::AtomicBool::new(false);
+    retry(policy, || async {
+        let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
+        match api.put_object(uri, data.clone(), crc, opts).await {
+            Err(e) if again && e.is_precondition_failed() => Ok(Some(
+                applied_earlier(api, uri, Some(md5_etag(data)))
+                    .await?
+                    .ok_or(e)?,
+            )),
+            r => r,
+        }
+    })
+    .await
+}
+
+/// S3's ETag of an object sent in one PUT: the MD5 of its bytes, quoted lower-case hex.
+fn md5_etag(data: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    let hex: String = Md5::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("\"{hex}\"")
+}
+
 /// Uploads `data` as parts of `part_size` bytes (the last shorter), each with its checksum
-/// when `checksums`. On error, or if this future is dropped before Complete, the upload is
-/// aborted.
+/// when `checksums`, the object made as `opts` says. On error, or if this future is dropped
+/// before Complete, the upload is aborted.
 pub async fn upload(
     api: &Arc<dyn MultipartApi>,
     policy: &RetryPolicy,
@@ -206,6 +279,7 @@ pub async fn upload(
     data: Bytes,
     part_size: u64,
     checksums: bool,
+    opts: &PutOptions,
 ) -> Result<PutInfo> {
     let part_size = usize::try_from(part_size.max(1)).unwrap_or(usize::MAX);
     if data.len().div_ceil(part_size) > MAX_PARTS as usize {
@@ -217,7 +291,10 @@ pub async fn upload(
             ),
         ));
     }
-    let upload_id = retry(policy, || api.create_upload(uri, checksums)).await?;
+    let upload_id = retry(policy, || {
+        api.create_upload(uri, checksums, &opts.attributes)
+    })
+    .await?;
     let mut guard = AbortGuard::new(api.clone(), uri.clone(), Some(upload_id.clone()));
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
@@ -233,7 +310,7 @@ pub async fn upload(
         .try_collect()
         .await;
     let result = match uploaded {
-        Ok(parts) => complete(api.as_ref(), policy, uri, &upload_id, &parts)
+        Ok(parts) => complete(api.as_ref(), policy, uri, &upload_id, &parts, &opts.mode)
             .await
             .map(|etag| PutInfo {
                 etag,
@@ -285,6 +362,7 @@ async fn upload_part(
 }
 
 /// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
+#[allow(clippy::too_many_arguments)]
 pub async fn put(
     api: &Arc<dyn MultipartApi>,
     policy: &RetryPolicy,
@@ -293,13 +371,85 @@ pub async fn put(
     threshold: u64,
     part_size: u64,
     checksums: bool,
+    opts: &PutOptions,
 ) -> Result<PutInfo> {
+    opts.attributes.validate()?;
     if data.len() as u64 >= threshold {
-        return upload(api, policy, uri, data, part_size, checksums).await;
+        return upload(api, policy, uri, data, part_size, checksums, opts).await;
     }
     let crc = checksums.then(|| Crc::of(&data));
-    let etag = retry(policy, || api.put_object(uri, data.clone(), crc)).await?;
+    let etag = put_whole(api.as_ref(), policy, uri, &data, crc, opts).await?;
     Ok(PutInfo { etag, parts: None })
+}
+
+/// An S3 store's multipart calls, each retried under the store's policy, for a caller that
+/// drives an upload part by part itself (object_store's `MultipartStore`). Parts carry no
+/// checksum: their caller numbers them and may send them from anywhere.
+#[derive(Clone)]
+pub struct Multipart {
+    api: Arc<dyn MultipartApi>,
+    policy: RetryPolicy,
+}
+
+impl std::fmt::Debug for Multipart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Multipart")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Multipart {
+    /// The calls of `api`, retried under `policy`.
+    pub fn new(api: Arc<dyn MultipartApi>, policy: RetryPolicy) -> Self {
+        Self { api, policy }
+    }
+
+    /// Creates an upload of `uri`, the object to carry `attributes`. Returns its id.
+    pub async fn create(&self, uri: &ObjectUri, attributes: &Attributes) -> Result<String> {
+        attributes.validate()?;
+        retry(&self.policy, || {
+            self.api.create_upload(uri, false, attributes)
+        })
+        .await
+    }
+
+    /// Uploads part `number` (1 to 10,000).
+    pub async fn part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        number: u32,
+        data: Bytes,
+    ) -> Result<UploadedPart> {
+        upload_part(
+            self.api.as_ref(),
+            &self.policy,
+            uri,
+            upload_id,
+            number,
+            data,
+            None,
+        )
+        .await
+    }
+
+    /// Completes the upload from `parts` in order, the object appearing only as `mode`
+    /// allows. Returns its ETag.
+    pub async fn complete(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[UploadedPart],
+        mode: &PutMode,
+    ) -> Result<Option<String>> {
+        complete(self.api.as_ref(), &self.policy, uri, upload_id, parts, mode).await
+    }
+
+    /// Aborts the upload: its parts are deleted.
+    pub async fn abort(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        retry(&self.policy, || self.api.abort_upload(uri, upload_id)).await
+    }
 }
 
 /// A streaming multipart upload: parts are cut from the bytes written and uploaded while
@@ -347,6 +497,7 @@ impl MultipartWriter {
         opts: WriteOptions,
     ) -> Result<Self> {
         opts.validate()?;
+        opts.put.attributes.validate()?;
         Ok(Self {
             upload: AbortGuard::new(api.clone(), uri.clone(), None),
             api,
@@ -385,7 +536,8 @@ impl MultipartWriter {
             None => {
                 let checksummed = self.opts.checksums;
                 let id = retry(&self.policy, || {
-                    self.api.create_upload(&self.uri, checksummed)
+                    self.api
+                        .create_upload(&self.uri, checksummed, &self.opts.put.attributes)
                 })
                 .await?;
                 self.upload.upload_id = Some(id.clone());
@@ -487,9 +639,14 @@ impl MultipartWriter {
         // Nothing written at all: the CRC of no bytes.
         let crc = pending_crc.or_else(|| self.crc(&rest));
         if self.upload.upload_id.is_none() {
-            let etag = retry(&self.policy, || {
-                self.api.put_object(&self.uri, rest.clone(), crc)
-            })
+            let etag = put_whole(
+                self.api.as_ref(),
+                &self.policy,
+                &self.uri,
+                &rest,
+                crc,
+                &self.opts.put,
+            )
             .await?;
             return Ok(WriteInfo {
                 total_bytes: self.written,
@@ -505,7 +662,15 @@ impl MultipartWriter {
         }
         self.done.sort_unstable_by_key(|p| p.number);
         let id = self.upload.upload_id.clone().unwrap_or_default();
-        let etag = complete(self.api.as_ref(), &self.policy, &self.uri, &id, &self.done).await?;
+        let etag = complete(
+            self.api.as_ref(),
+            &self.policy,
+            &self.uri,
+            &id,
+            &self.done,
+            &self.opts.put.mode,
+        )
+        .await?;
         Ok(WriteInfo {
             total_bytes: self.written,
             parts: self.done.len() as u32,
@@ -589,6 +754,8 @@ mod tests {
         head_etag: Mutex<Option<String>>,
         /// Hold every part this long (to drop an upload half-way).
         hang_parts: bool,
+        /// Apply the first single PUT but lose its answer.
+        lose_put_answer: bool,
     }
 
     fn api(fake: &Arc<Fake>) -> Arc<dyn MultipartApi> {
@@ -599,14 +766,28 @@ mod tests {
     impl MultipartApi for Fake {
         async fn put_object(
             &self,
-            _: &ObjectUri,
+            uri: &ObjectUri,
             data: Bytes,
             _: Option<Crc>,
+            opts: &PutOptions,
         ) -> Result<Option<String>> {
-            self.single.lock().unwrap().push(data);
+            let mut single = self.single.lock().unwrap();
+            if opts.mode == PutMode::Create && !single.is_empty() {
+                return Err(Error::from_service(
+                    uri.to_string(),
+                    412,
+                    "PreconditionFailed",
+                    "",
+                    None,
+                ));
+            }
+            single.push(data);
+            if self.lose_put_answer && single.len() == 1 {
+                return Err(Error::transport(uri.to_string(), "connection reset"));
+            }
             Ok(Some("\"single\"".into()))
         }
-        async fn create_upload(&self, _: &ObjectUri, _: bool) -> Result<String> {
+        async fn create_upload(&self, _: &ObjectUri, _: bool, _: &Attributes) -> Result<String> {
             *self.created.lock().unwrap() += 1;
             Ok("u1".into())
         }
@@ -653,6 +834,7 @@ mod tests {
             _: &str,
             parts: &[UploadedPart],
             checksum: Option<Crc>,
+            _: &PutMode,
         ) -> Result<Option<String>> {
             *self.completed_checksum.lock().unwrap() = checksum;
             let calls = {
@@ -681,8 +863,45 @@ mod tests {
                 size: 0,
                 etag: self.head_etag.lock().unwrap().clone(),
                 last_modified: None,
+                attributes: Attributes::default(),
             })
         }
+    }
+
+    #[tokio::test]
+    async fn a_conditional_put_that_lost_its_answer_checks_what_it_wrote() {
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let data = Bytes::from_static(b"checkpoint");
+        // Its first attempt wrote the object: the 412 of the retry is its own doing.
+        let fake = Arc::new(Fake {
+            lose_put_answer: true,
+            ..Fake::default()
+        });
+        *fake.head_etag.lock().unwrap() = Some(md5_etag(&data).to_uppercase());
+        let opts = PutOptions::create();
+        let info = put(
+            &api(&fake),
+            &policy(),
+            &uri,
+            data.clone(),
+            100,
+            10,
+            false,
+            &opts,
+        )
+        .await
+        .unwrap();
+        assert_eq!(info.etag, Some(md5_etag(&data).to_uppercase()));
+        // Another writer's object is there: the 412 stands.
+        let fake = Arc::new(Fake {
+            lose_put_answer: true,
+            ..Fake::default()
+        });
+        *fake.head_etag.lock().unwrap() = Some("\"0123\"".into());
+        let err = put(&api(&fake), &policy(), &uri, data, 100, 10, false, &opts)
+            .await
+            .unwrap_err();
+        assert!(err.is_precondition_failed(), "{err}");
     }
 
     fn policy() -> RetryPolicy {
@@ -698,9 +917,17 @@ mod tests {
         let fake = Arc::new(Fake::default());
         let data = Bytes::from((0..25u8).collect::<Vec<_>>());
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
-        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10, false)
-            .await
-            .unwrap();
+        let info = upload(
+            &api(&fake),
+            &policy(),
+            &uri,
+            data.clone(),
+            10,
+            false,
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(info.parts, Some(3));
         let mut parts = fake.parts.lock().unwrap().clone();
         parts.sort_by_key(|p| p.0);
@@ -731,6 +958,7 @@ mod tests {
             Bytes::from(vec![0; 30]),
             10,
             false,
+            &PutOptions::default(),
         )
         .await
         .unwrap_err();
@@ -752,6 +980,7 @@ mod tests {
             Bytes::from(vec![0; 30]),
             10,
             false,
+            &PutOptions::default(),
         )
         .await
         .unwrap_err();
@@ -775,6 +1004,7 @@ mod tests {
             WriteOptions {
                 part_size: part_size as u64,
                 max_in_flight,
+                put: PutOptions::default(),
                 abort_on_drop: true,
                 checksums: true,
             },
@@ -913,6 +1143,7 @@ mod tests {
             WriteOptions {
                 part_size: 1024,
                 max_in_flight: 1,
+                put: PutOptions::default(),
                 abort_on_drop: true,
                 checksums: false,
             },
@@ -933,9 +1164,17 @@ mod tests {
             head_etag: Mutex::new(Some(right.clone())),
             ..Default::default()
         });
-        let info = upload(&api(&fake), &policy(), &uri, data.clone(), 10, false)
-            .await
-            .unwrap();
+        let info = upload(
+            &api(&fake),
+            &policy(),
+            &uri,
+            data.clone(),
+            10,
+            false,
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(info.etag, Some(right.clone()));
         assert!(!*fake.aborted.lock().unwrap());
         // A store that sends it unquoted and in upper case: the same ETag.
@@ -946,9 +1185,17 @@ mod tests {
             ..Default::default()
         });
         assert!(
-            upload(&api(&fake), &policy(), &uri, data.clone(), 10, false)
-                .await
-                .is_ok()
+            upload(
+                &api(&fake),
+                &policy(),
+                &uri,
+                data.clone(),
+                10,
+                false,
+                &PutOptions::default()
+            )
+            .await
+            .is_ok()
         );
         // Another object (someone else's write, or none): an error, and the upload aborted.
         let fake = Arc::new(Fake {
@@ -956,9 +1203,17 @@ mod tests {
             head_etag: Mutex::new(Some("\"other-3\"".into())),
             ..Default::default()
         });
-        let err = upload(&api(&fake), &policy(), &uri, data, 10, false)
-            .await
-            .unwrap_err();
+        let err = upload(
+            &api(&fake),
+            &policy(),
+            &uri,
+            data,
+            10,
+            false,
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("was not written"), "{err}");
         assert!(*fake.aborted.lock().unwrap());
     }
@@ -991,7 +1246,8 @@ mod tests {
         });
         let uri = ObjectUri::parse("s3://bucket/k").unwrap();
         let (a, p) = (api(&fake), policy());
-        let upload = upload(&a, &p, &uri, Bytes::from(vec![0; 30]), 10, false);
+        let opts = PutOptions::default();
+        let upload = upload(&a, &p, &uri, Bytes::from(vec![0; 30]), 10, false, &opts);
         // Ctrl-C, or a caller's timeout: the future is dropped with parts in flight.
         assert!(
             tokio::time::timeout(Duration::from_millis(50), upload)

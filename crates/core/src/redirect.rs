@@ -23,6 +23,7 @@ use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
+use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -420,16 +421,27 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
         follow!(self, uri.bucket(), |w| w.put_object(
             uri,
             data.clone(),
-            checksum
+            checksum,
+            opts
         ))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
-        follow!(self, uri.bucket(), |w| w.create_upload(uri, checksummed))
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
+        follow!(self, uri.bucket(), |w| w.create_upload(
+            uri,
+            checksummed,
+            attributes
+        ))
     }
 
     async fn upload_part(
@@ -455,9 +467,10 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
         follow!(self, uri.bucket(), |w| w
-            .complete_upload(uri, upload_id, parts, checksum))
+            .complete_upload(uri, upload_id, parts, checksum, mode))
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {

@@ -11,6 +11,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
+use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -267,13 +268,20 @@ impl<W: Wire> MultipartApi for Spread<W> {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.attempt(data.len(), |w| w.put_object(uri, data, checksum))
+        self.attempt(data.len(), |w| w.put_object(uri, data, checksum, opts))
             .await
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
-        self.attempt(0, |w| w.create_upload(uri, checksummed)).await
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
+        self.attempt(0, |w| w.create_upload(uri, checksummed, attributes))
+            .await
     }
 
     async fn upload_part(
@@ -296,9 +304,12 @@ impl<W: Wire> MultipartApi for Spread<W> {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
-        self.attempt(0, |w| w.complete_upload(uri, upload_id, parts, checksum))
-            .await
+        self.attempt(0, |w| {
+            w.complete_upload(uri, upload_id, parts, checksum, mode)
+        })
+        .await
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {

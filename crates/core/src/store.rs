@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::listing::Upload;
+use crate::put_options::{Attributes, PutOptions};
 use crate::range::ByteRange;
 use crate::segment::Segment;
 use crate::upload::{ObjectWriter, WriteOptions};
@@ -28,6 +29,8 @@ pub struct ObjectMeta {
     pub etag: Option<String>,
     /// When the object was last written, when the store said.
     pub last_modified: Option<SystemTime>,
+    /// The headers stored with it (HEAD only: a listing does not carry them).
+    pub attributes: Attributes,
 }
 
 /// One entry of a listing: an object, or (with a delimiter) a common prefix.
@@ -186,7 +189,18 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>>;
 
     /// Uploads `data`; multipart at or above the configured threshold.
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo>;
+    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        self.put_opts(uri, data, &PutOptions::default()).await
+    }
+
+    /// `put` with a condition and the headers to store with the object. A store that
+    /// cannot honour `opts` refuses (`unsupported`), never writes without it.
+    async fn put_opts(
+        &self,
+        uri: &ObjectUri,
+        data: PutPayload,
+        opts: &PutOptions,
+    ) -> Result<PutInfo>;
 
     /// Deletes the object. Deleting one that does not exist succeeds, as on S3.
     async fn delete(&self, uri: &ObjectUri) -> Result<()>;
@@ -219,6 +233,13 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// A streaming upload of `uri`: bytes are sent in parts as they are written, with
     /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>>;
+
+    /// `uri`'s store's multipart calls, for a caller that uploads part by part itself;
+    /// `None` where the store has no multipart uploads (a file system).
+    fn multipart(&self, uri: &ObjectUri) -> Option<crate::multipart::Multipart> {
+        let _ = uri;
+        None
+    }
 
     /// The multipart uploads in progress under `prefix`'s key (S3 ListMultipartUploads,
     /// page by page): what writers killed mid-upload left. A store without them refuses.

@@ -5,6 +5,7 @@
 
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
+use crate::put_options::PutOptions;
 use async_trait::async_trait;
 use bytes::Bytes;
 
@@ -15,8 +16,8 @@ pub const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
 /// S3's limit on parts in one upload.
 pub const MAX_PARTS: u32 = 10_000;
 
-/// How a streaming upload cuts and sends its parts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a streaming upload cuts and sends its parts, and the object it makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
     /// Bytes per part (the last may be shorter): 5 MiB to 5 GiB.
     pub part_size: u64,
@@ -28,6 +29,8 @@ pub struct WriteOptions {
     /// Send each part's and the whole object's CRC64NVME for the store to check
     /// (`StoreConfig::checksums.on_upload`; see `checksum`).
     pub checksums: bool,
+    /// The condition on `finish` and the attributes of the object.
+    pub put: PutOptions,
 }
 
 impl WriteOptions {
@@ -38,6 +41,7 @@ impl WriteOptions {
             max_in_flight: crate::multipart::PART_CONCURRENCY,
             abort_on_drop: true,
             checksums: cfg.checksums.on_upload,
+            put: PutOptions::default(),
         }
     }
 

@@ -13,6 +13,7 @@ use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
+use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
 use crate::retry::retry;
@@ -219,12 +220,20 @@ impl<W: Wire> MultipartApi for Limited<W> {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.send(self.wire.put_object(uri, data, checksum)).await
+        self.send(self.wire.put_object(uri, data, checksum, opts))
+            .await
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
-        self.send(self.wire.create_upload(uri, checksummed)).await
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
+        self.send(self.wire.create_upload(uri, checksummed, attributes))
+            .await
     }
 
     async fn upload_part(
@@ -248,9 +257,13 @@ impl<W: Wire> MultipartApi for Limited<W> {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
-        self.send(self.wire.complete_upload(uri, upload_id, parts, checksum))
-            .await
+        self.send(
+            self.wire
+                .complete_upload(uri, upload_id, parts, checksum, mode),
+        )
+        .await
     }
 
     async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
@@ -301,7 +314,12 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         })
     }
 
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+    async fn put_opts(
+        &self,
+        uri: &ObjectUri,
+        data: PutPayload,
+        opts: &PutOptions,
+    ) -> Result<PutInfo> {
         let cfg = self.cfg();
         multipart::put(
             &self.multipart_api(),
@@ -311,8 +329,16 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             cfg.multipart_threshold,
             cfg.multipart_part_size,
             cfg.checksums.on_upload,
+            opts,
         )
         .await
+    }
+
+    fn multipart(&self, _uri: &ObjectUri) -> Option<multipart::Multipart> {
+        Some(multipart::Multipart::new(
+            self.multipart_api(),
+            self.cfg().retry,
+        ))
     }
 
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
@@ -423,7 +449,10 @@ mod tests {
     async fn uploads_in_progress_are_listed_page_by_page_and_aborted() {
         let s = store_with(testing::config(), |w| w.with_page_size(2));
         for key in ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d", "other/e"] {
-            s.wire().create_upload(&uri(key), false).await.unwrap();
+            s.wire()
+                .create_upload(&uri(key), false, &Attributes::default())
+                .await
+                .unwrap();
         }
         s.wire().fail(Op::ListUploads, 1, slow_down);
         let found: Vec<Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();

@@ -11,12 +11,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! What it does not do (each an `Error::NotImplemented` naming the operation): conditional
-//! puts and copies (`PutMode::Create`/`Update`, `CopyMode::Create`), version ids, tags. A GET
-//! is a HEAD then a ranged GET pinned to the HEAD's ETag (If-Match): object_store's result
-//! carries the object's size and modification time, and the two requests cannot describe two
-//! versions. A copy is a server-side CopyObject for objects up to 5 GiB where the store has
-//! it; larger objects, and stores without it, are read and re-uploaded here.
+//! Conditional writes (`PutMode::Create`/`Update`) are S3's `If-None-Match: *` and `If-Match`
+//! on PutObject and CompleteMultipartUpload; attributes (content headers, user metadata) are
+//! stored with the object and returned on GET and HEAD; `MultipartStore` drives S3's
+//! multipart calls with sluice's retries. What it does not do (each an
+//! `Error::NotImplemented` naming the operation): version ids, tags, attributes S3 has no
+//! header for here (the storage class), and — on the objectstore backend only — conditional
+//! writes large enough to go multipart (object_store keeps that condition to itself).
+//!
+//! A GET is a HEAD then a ranged GET pinned to the HEAD's ETag (If-Match): object_store's
+//! result carries the object's size, modification time and attributes, and the two requests
+//! cannot describe two versions. A copy is a server-side CopyObject for objects up to 5 GiB
+//! where the store has it; larger objects, stores without it, and `CopyMode::Create` (S3's
+//! CopyObject takes no condition on its target) are read and re-uploaded through this
+//! process, the last with `If-None-Match: *`.
 
 #![warn(missing_docs)]
 
@@ -25,18 +33,25 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{
-    CopyMode, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
-    MultipartUpload, ObjectMeta, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    UploadPart,
+    Attributes, CopyMode, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload,
+    ListResult, MultipartId, MultipartUpload, ObjectMeta, PutMode, PutMultipartOptions, PutOptions,
+    PutPayload, PutResult, TagSet, UploadPart,
 };
+use sluice_backend_objectstore::attributes::{from_object_store, to_object_store};
+use sluice_core::multipart::{Multipart, UploadedPart};
 use sluice_core::{ByteRange, Error, ListEntry, ObjectUri, Segment, WriteOptions};
 use std::ops::Range;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 const STORE: &str = "sluice";
+
+/// Reads of an object replaced between its HEAD and its GET before the race is reported
+/// (object_store's suite races five writers against each reader).
+const VERSION_RACE_ATTEMPTS: u32 = 16;
 
 /// One bucket of a sluice store as an `object_store::ObjectStore`.
 #[derive(Debug, Clone)]
@@ -59,6 +74,7 @@ impl SluiceObjectStore {
                 abort_on_drop: true,
                 // The stores' default; a wire that cannot send checksums ignores it.
                 checksums: true,
+                put: Default::default(),
             },
         }
     }
@@ -83,13 +99,79 @@ impl SluiceObjectStore {
     }
 
     async fn meta(&self, location: &Path) -> object_store::Result<ObjectMeta> {
+        Ok(self.head_with_attributes(location).await?.0)
+    }
+
+    /// HEAD: the object's meta and the attributes stored with it.
+    async fn head_with_attributes(
+        &self,
+        location: &Path,
+    ) -> object_store::Result<(ObjectMeta, Attributes)> {
         let m = self
             .store
             .head(&self.uri(location)?)
             .await
             .map_err(|e| error(location, e))?;
-        Ok(meta(location.clone(), &m))
+        Ok((meta(location.clone(), &m), to_object_store(&m.attributes)))
     }
+
+    /// `range` of exactly the version `meta` describes (If-Match on its ETag).
+    async fn read_version(
+        &self,
+        location: &Path,
+        meta: &ObjectMeta,
+        range: &Range<u64>,
+    ) -> sluice_core::Result<Bytes> {
+        let opts = sluice_core::GetOptions {
+            range: Some(ByteRange::new(range.start, range.end)?),
+            if_match: meta.e_tag.clone(),
+        };
+        let subject = location.to_string();
+        // The length is the server's word (HEAD): one no machine holds is an error.
+        let mut seg = Segment::try_exact(range.end - range.start)
+            .map_err(|e| Error::integrity(&subject, e.to_string()))?;
+        let uri = ObjectUri::new(&self.bucket, location.as_ref())?;
+        self.store.get_into_with(&uri, &opts, &mut seg).await?;
+        seg.freeze()
+            .map_err(|e| Error::integrity(&subject, e.to_string()))
+    }
+
+    /// Whether the object under `location` is no longer the version `meta` describes.
+    async fn replaced(&self, location: &Path, meta: &ObjectMeta) -> bool {
+        match self.meta(location).await {
+            Ok(now) => now.e_tag != meta.e_tag,
+            Err(object_store::Error::NotFound { .. }) => true,
+            Err(_) => false,
+        }
+    }
+
+    fn multipart(&self, location: &Path) -> object_store::Result<(ObjectUri, Multipart)> {
+        let uri = self.uri(location)?;
+        let m = self.store.multipart(&uri).ok_or_else(|| {
+            not_implemented("MultipartStore on a store without multipart uploads")
+        })?;
+        Ok((uri, m))
+    }
+}
+
+/// The write options of a put: tags are refused (S3 takes them, sluice does not send them
+/// yet), as are attributes that have no S3 header here; never dropped.
+fn write_options(
+    mode: sluice_core::PutMode,
+    tags: &TagSet,
+    attributes: &Attributes,
+) -> object_store::Result<sluice_core::PutOptions> {
+    if !tags.encoded().is_empty() {
+        return Err(not_implemented("tags"));
+    }
+    let (ours, left) = from_object_store(attributes);
+    if let Some(a) = left.first() {
+        return Err(not_implemented(&format!("the attribute {a:?}")));
+    }
+    Ok(sluice_core::PutOptions {
+        mode,
+        attributes: ours,
+    })
 }
 
 impl std::fmt::Display for SluiceObjectStore {
@@ -117,7 +199,8 @@ fn not_implemented(operation: &str) -> object_store::Error {
     }
 }
 
-/// Ours as object_store's: a missing object is `NotFound`, a failed pin `Precondition`.
+/// Ours as object_store's: a missing object is `NotFound`, a failed condition
+/// `Precondition`, what the backend cannot do `NotImplemented`.
 fn error(location: &Path, e: Error) -> object_store::Error {
     match e {
         Error::NotFound { .. } => object_store::Error::NotFound {
@@ -128,7 +211,29 @@ fn error(location: &Path, e: Error) -> object_store::Error {
             path: location.to_string(),
             source: Box::new(e),
         },
+        Error::Service { status: 501, .. } => object_store::Error::NotImplemented {
+            operation: e.to_string(),
+            implementer: "sluice".to_owned(),
+        },
         e => generic(Box::new(e)),
+    }
+}
+
+/// The error of a conditional write that lost: `Create` finds the key taken
+/// (`AlreadyExists`); `Update` finds another version or none (`Precondition`, as object_store's
+/// S3 store reports S3's 404 for a missing one).
+fn write_error(location: &Path, mode: &sluice_core::PutMode, e: Error) -> object_store::Error {
+    use sluice_core::PutMode as M;
+    match (mode, e) {
+        (M::Create, e) if e.is_precondition_failed() => object_store::Error::AlreadyExists {
+            path: location.to_string(),
+            source: Box::new(e),
+        },
+        (M::Update(_), e @ Error::NotFound { .. }) => object_store::Error::Precondition {
+            path: location.to_string(),
+            source: Box::new(e),
+        },
+        (_, e) => error(location, e),
     }
 }
 
@@ -181,15 +286,20 @@ impl object_store::ObjectStore for SluiceObjectStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        if !matches!(opts.mode, PutMode::Overwrite) {
-            return Err(not_implemented("put_opts with PutMode::Create or Update"));
-        }
+        let mode = match opts.mode {
+            PutMode::Overwrite => sluice_core::PutMode::Overwrite,
+            PutMode::Create => sluice_core::PutMode::Create,
+            PutMode::Update(v) => sluice_core::PutMode::Update(v.e_tag.ok_or_else(|| {
+                generic(format!("{location}: PutMode::Update needs an ETag").into())
+            })?),
+        };
+        let opts = write_options(mode, &opts.tags, &opts.attributes)?;
         let data: Bytes = payload.into();
         let info = self
             .store
-            .put(&self.uri(location)?, data.into())
+            .put_opts(&self.uri(location)?, data.into(), &opts)
             .await
-            .map_err(|e| error(location, e))?;
+            .map_err(|e| write_error(location, &opts.mode, e))?;
         Ok(PutResult {
             e_tag: info.etag,
             version: None,
@@ -200,12 +310,18 @@ impl object_store::ObjectStore for SluiceObjectStore {
     async fn put_multipart_opts(
         &self,
         location: &Path,
-        _opts: PutMultipartOptions,
+        opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         let uri = self.uri(location)?;
+        let mut parts = self.parts.clone();
+        parts.put = write_options(
+            sluice_core::PutMode::Overwrite,
+            &opts.tags,
+            &opts.attributes,
+        )?;
         let writer = self
             .store
-            .writer(&uri, self.parts)
+            .writer(&uri, parts)
             .await
             .map_err(|e| error(location, e))?;
         Ok(Box::new(Upload::start(writer, location.clone())))
@@ -219,36 +335,47 @@ impl object_store::ObjectStore for SluiceObjectStore {
         if options.version.is_some() {
             return Err(not_implemented("get_opts with a version"));
         }
-        let meta = self.meta(location).await?;
-        options.check_preconditions(&meta)?;
-        let range = resolve(location, options.range.as_ref(), meta.size)?;
-        let data = if options.head || range.is_empty() {
-            Bytes::new()
-        } else {
-            let opts = sluice_core::GetOptions {
-                range: Some(ByteRange::new(range.start, range.end).map_err(|e| generic(e.into()))?),
-                if_match: meta.e_tag.clone(),
+        // The HEAD and the GET pinned to its ETag are two requests: an object replaced
+        // between them (a concurrent writer, object_store's `PutMode::Update` loops) is read
+        // again as the new version, a few times, rather than failed; a read that cannot
+        // finish on one version keeps failing and is reported.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let (meta, attributes) = self.head_with_attributes(location).await?;
+            options.check_preconditions(&meta)?;
+            let range = resolve(location, options.range.as_ref(), meta.size)?;
+            let data = if options.head || range.is_empty() {
+                Bytes::new()
+            } else {
+                match self.read_version(location, &meta, &range).await {
+                    Ok(data) => data,
+                    Err(_)
+                        if attempts < VERSION_RACE_ATTEMPTS
+                            && self.replaced(location, &meta).await =>
+                    {
+                        // Full jitter, growing to 100 ms: readers racing a busy writer
+                        // spread out instead of meeting it again.
+                        let cap = (1u64 << attempts.min(7)).min(100);
+                        tokio::time::sleep(std::time::Duration::from_millis(fastrand::u64(
+                            0..=cap,
+                        )))
+                        .await;
+                        continue;
+                    }
+                    Err(e) => return Err(error(location, e)),
+                }
             };
-            // The length is the server's word (HEAD): one no machine holds is an error.
-            let mut seg = Segment::try_exact(range.end - range.start).map_err(|e| {
-                error(
-                    location,
-                    Error::integrity(location.to_string(), e.to_string()),
-                )
-            })?;
-            self.store
-                .get_into_with(&self.uri(location)?, &opts, &mut seg)
-                .await
-                .map_err(|e| error(location, e))?;
-            seg.freeze().map_err(|e| generic(e.into()))?
-        };
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(futures::stream::once(async { Ok(data) }).boxed()),
-            meta,
-            range,
-            attributes: Default::default(),
-            extensions: Default::default(),
-        })
+            return Ok(GetResult {
+                payload: GetResultPayload::Stream(
+                    futures::stream::once(async { Ok(data) }).boxed(),
+                ),
+                meta,
+                range,
+                attributes,
+                extensions: Default::default(),
+            });
+        }
     }
 
     fn delete_stream(
@@ -357,11 +484,9 @@ impl object_store::ObjectStore for SluiceObjectStore {
     ) -> object_store::Result<()> {
         // A missing source is NotFound whatever the mode, as object_store's stores answer.
         let size = self.meta(from).await?.size;
-        if !matches!(options.mode, CopyMode::Overwrite) {
-            return Err(not_implemented("copy_opts with CopyMode::Create"));
-        }
         let (src, dst) = (self.uri(from)?, self.uri(to)?);
-        if size <= sluice_core::MAX_COPY_SIZE
+        if matches!(options.mode, CopyMode::Overwrite)
+            && size <= sluice_core::MAX_COPY_SIZE
             && self
                 .store
                 .copy(&src, &dst)
@@ -371,14 +496,109 @@ impl object_store::ObjectStore for SluiceObjectStore {
         {
             return Ok(());
         }
-        let got = self
-            .get_opts(from, GetOptions::default())
-            .await?
-            .bytes()
-            .await?;
-        self.put_opts(to, got.into(), PutOptions::default())
+        let got = self.get_opts(from, GetOptions::default()).await?;
+        let mode = match options.mode {
+            CopyMode::Overwrite => PutMode::Overwrite,
+            CopyMode::Create => PutMode::Create,
+        };
+        let put = PutOptions {
+            mode,
+            attributes: got.attributes.clone(),
+            ..PutOptions::default()
+        };
+        self.put_opts(to, got.bytes().await?.into(), put)
             .await
             .map(drop)
+    }
+}
+
+/// S3's multipart calls, one by one, with sluice's retries: object_store's part index `i`
+/// is S3's part number `i + 1`, its `PartId` the part's ETag.
+#[async_trait]
+impl MultipartStore for SluiceObjectStore {
+    async fn create_multipart(&self, path: &Path) -> object_store::Result<MultipartId> {
+        self.create_multipart_opts(path, PutMultipartOptions::default())
+            .await
+    }
+
+    async fn create_multipart_opts(
+        &self,
+        path: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<MultipartId> {
+        let put = write_options(
+            sluice_core::PutMode::Overwrite,
+            &opts.tags,
+            &opts.attributes,
+        )?;
+        let (uri, m) = self.multipart(path)?;
+        m.create(&uri, &put.attributes)
+            .await
+            .map_err(|e| error(path, e))
+    }
+
+    async fn put_part(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        part_idx: usize,
+        data: PutPayload,
+    ) -> object_store::Result<PartId> {
+        let number = u32::try_from(part_idx + 1)
+            .ok()
+            .filter(|n| *n <= sluice_core::upload::MAX_PARTS)
+            .ok_or_else(|| {
+                generic(format!("{path}: part index {part_idx} is past S3's 10,000 parts").into())
+            })?;
+        let (uri, m) = self.multipart(path)?;
+        let part = m
+            .part(&uri, id, number, data.into())
+            .await
+            .map_err(|e| error(path, e))?;
+        Ok(PartId {
+            content_id: part.etag,
+        })
+    }
+
+    async fn complete_multipart(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        parts: Vec<PartId>,
+    ) -> object_store::Result<PutResult> {
+        let (uri, m) = self.multipart(path)?;
+        let mut uploaded: Vec<UploadedPart> = parts
+            .into_iter()
+            .zip(1..)
+            .map(|(p, number)| UploadedPart {
+                number,
+                etag: p.content_id,
+                checksum: None,
+            })
+            .collect();
+        if uploaded.is_empty() {
+            // S3 completes no upload without a part: an empty object is one empty part, as
+            // object_store's own S3 store sends it.
+            let part = m
+                .part(&uri, id, 1, Bytes::new())
+                .await
+                .map_err(|e| error(path, e))?;
+            uploaded.push(part);
+        }
+        let etag = m
+            .complete(&uri, id, &uploaded, &sluice_core::PutMode::Overwrite)
+            .await
+            .map_err(|e| error(path, e))?;
+        Ok(PutResult {
+            e_tag: etag,
+            version: None,
+            extensions: Default::default(),
+        })
+    }
+
+    async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> object_store::Result<()> {
+        let (uri, m) = self.multipart(path)?;
+        m.abort(&uri, id).await.map_err(|e| error(path, e))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `sluice.Client` and the module-level functions that use a default client from the
 //! environment.
 
-use crate::errors::{to_py, value_error};
+use crate::errors::{to_py, value_error, write_error};
 use crate::listing::Listing;
 use crate::object::{Object, bytes_of};
 use crate::runtime::{PerProcess, SIGNAL_CHECK, check_owner, runtime};
@@ -11,8 +11,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sluice_core::{
-    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutPayload, StoreConfig,
-    WriteOptions,
+    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutMode, PutOptions,
+    PutPayload, StoreConfig, WriteOptions,
 };
 use std::future::Future;
 use std::path::PathBuf;
@@ -26,13 +26,22 @@ pub fn block<T: Send + 'static>(
     py: Python<'_>,
     fut: impl Future<Output = sluice_core::Result<T>> + Send + 'static,
 ) -> PyResult<T> {
+    block_map(py, fut, to_py)
+}
+
+/// `block`, its error made a Python exception by `map`.
+pub fn block_map<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send + 'static,
+    map: impl FnOnce(sluice_core::Error) -> PyErr,
+) -> PyResult<T> {
     let rt = runtime()?;
     let mut task = rt.spawn(fut);
     loop {
         // `timeout` needs the runtime's context: build it inside the async block.
         let waited = py.detach(|| rt.block_on(async { timeout(SIGNAL_CHECK, &mut task).await }));
         match waited {
-            Ok(Ok(result)) => return result.map_err(to_py),
+            Ok(Ok(result)) => return result.map_err(map),
             // A panic inside the task stays a task failure, never a panic in Python.
             Ok(Err(e)) => return Err(PyRuntimeError::new_err(format!("I/O task failed: {e}"))),
             Err(_elapsed) => {
@@ -163,7 +172,7 @@ impl Client {
 
     /// How this client's streaming uploads cut parts (SLUICE_MULTIPART_PART_SIZE).
     pub fn write_options(&self) -> WriteOptions {
-        self.write_options
+        self.write_options.clone()
     }
 }
 
@@ -393,19 +402,35 @@ impl Client {
     }
 
     /// Uploads any bytes-like object (multipart at/above SLUICE_MULTIPART_THRESHOLD).
-    /// Returns the ETag.
-    fn put(&self, py: Python<'_>, uri: &str, data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    /// Returns the ETag. `mode="create"` writes only if the key is free (S3's
+    /// `If-None-Match: *`; `FileExistsError` if not); `if_match=etag` only over that version
+    /// (`S3Error` with code `PreconditionFailed` if it changed).
+    #[pyo3(signature = (uri, data, *, mode="overwrite", if_match=None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        uri: &str,
+        data: &Bound<'_, PyAny>,
+        mode: &str,
+        if_match: Option<String>,
+    ) -> PyResult<Option<String>> {
         let store = self.store()?;
         let u = parse_uri(uri)?;
+        let opts = PutOptions {
+            mode: put_mode(mode, if_match)?,
+            ..PutOptions::default()
+        };
         let payload = bytes_of(py, data)?;
-        let info = block(py, async move { store.put(&u, PutPayload(payload)).await })?;
+        let create = opts.mode.clone();
+        let put = async move { store.put_opts(&u, PutPayload(payload), &opts).await };
+        let info = block_map(py, put, |e| write_error(e, &create))?;
         Ok(info.etag)
     }
 
     /// A streaming upload: `write` chunks, then `close` (or `abort`). Parts of `part_size`
     /// bytes (default SLUICE_MULTIPART_PART_SIZE) upload while you write, `max_in_flight` at
     /// a time; dropped unfinished, the upload is aborted when `abort_on_drop`.
-    #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true))]
+    #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true, mode="overwrite"))]
     pub fn writer(
         &self,
         py: Python<'_>,
@@ -413,10 +438,12 @@ impl Client {
         part_size: Option<u64>,
         max_in_flight: Option<usize>,
         abort_on_drop: bool,
+        mode: &str,
     ) -> PyResult<Writer> {
         let store = self.store()?;
         let u = parse_uri(uri)?;
-        let mut opts = self.write_options;
+        let mut opts = self.write_options.clone();
+        opts.put.mode = put_mode(mode, None)?;
         if let Some(p) = part_size {
             opts.part_size = p;
         }
@@ -424,8 +451,9 @@ impl Client {
             opts.max_in_flight = m;
         }
         opts.abort_on_drop = abort_on_drop;
+        let create = opts.put.mode.clone();
         let w = block(py, async move { store.writer(&u, opts).await })?;
-        Ok(Writer::new(uri.to_owned(), w))
+        Ok(Writer::new(uri.to_owned(), w, create))
     }
 
     /// Deletes the object (deleting a missing key succeeds, as on S3).
@@ -511,8 +539,8 @@ delegate!(
 );
 delegate!(fn exists(uri: &str) -> bool);
 delegate!(
-    #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true))]
-    fn writer(uri: &str, part_size: Option<u64>, max_in_flight: Option<usize>, abort_on_drop: bool) -> Writer
+    #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true, mode="overwrite"))]
+    fn writer(uri: &str, part_size: Option<u64>, max_in_flight: Option<usize>, abort_on_drop: bool, mode: &str) -> Writer
 );
 delegate!(fn delete(uri: &str) -> ());
 
@@ -529,6 +557,30 @@ pub fn default_endpoint_stats(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>
 }
 
 #[pyfunction]
-pub fn put(py: Python<'_>, uri: &str, data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    default_client(py)?.get().put(py, uri, data)
+#[pyo3(signature = (uri, data, *, mode="overwrite", if_match=None))]
+pub fn put(
+    py: Python<'_>,
+    uri: &str,
+    data: &Bound<'_, PyAny>,
+    mode: &str,
+    if_match: Option<String>,
+) -> PyResult<Option<String>> {
+    default_client(py)?.get().put(py, uri, data, mode, if_match)
+}
+
+/// A write's `mode` ("overwrite" or "create") and `if_match` as one `PutMode`.
+fn put_mode(mode: &str, if_match: Option<String>) -> PyResult<PutMode> {
+    match (mode, if_match) {
+        ("overwrite", None) => Ok(PutMode::Overwrite),
+        ("overwrite", Some(etag)) => Ok(PutMode::Update(etag)),
+        ("create", None) => Ok(PutMode::Create),
+        ("create", Some(_)) => Err(value_error(
+            "if_match",
+            "cannot be given with mode=\"create\" (a new object has no version to match)",
+        )),
+        (other, _) => Err(value_error(
+            "mode",
+            format!("{other:?} is not \"overwrite\" or \"create\""),
+        )),
+    }
 }

@@ -2,10 +2,11 @@
 //! FileNotFoundError` works, and `S3Error` (an `OSError`) with the service's details.
 
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyOSError, PyPermissionError, PyTimeoutError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyOSError, PyPermissionError, PyTimeoutError,
+    PyValueError,
 };
 use pyo3::prelude::*;
-use sluice_core::Error;
+use sluice_core::{Error, PutMode};
 
 pyo3::create_exception!(
     sluice,
@@ -54,6 +55,18 @@ fn s3_error(e: &Error, msg: String) -> PyErr {
         let _ = v.setattr("uri", uri);
         err
     })
+}
+
+/// A write's error: a `PutMode::Create` that found its key taken is `FileExistsError`, as
+/// `open(path, "x")` raises it; the rest as `to_py`.
+pub fn write_error(e: Error, mode: &PutMode) -> PyErr {
+    if *mode == PutMode::Create && e.is_precondition_failed() {
+        return PyFileExistsError::new_err(format!(
+            "{}: the object exists (mode \"create\")",
+            e.subject()
+        ));
+    }
+    to_py(e)
 }
 
 pub fn value_error(option: &str, reason: impl std::fmt::Display) -> PyErr {

@@ -2,12 +2,13 @@
 //! to the store's writer, which uploads parts while Python produces the next ones; memory
 //! stays within `part_size × (max_in_flight + 1)` plus the chunk being written.
 
-use crate::client::block;
+use crate::client::{block, block_map};
+use crate::errors::write_error;
 use crate::object::bytes_of;
 use crate::runtime::check_owner;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sluice_core::{ObjectWriter, WriteInfo};
+use sluice_core::{ObjectWriter, PutMode, WriteInfo};
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
@@ -17,14 +18,17 @@ pub struct Writer {
     uri: String,
     inner: Arc<Mutex<Box<dyn ObjectWriter>>>,
     owner: u32,
+    /// What `close` asks of the key (a taken one fails `mode="create"`).
+    mode: PutMode,
 }
 
 impl Writer {
-    pub fn new(uri: String, inner: Box<dyn ObjectWriter>) -> Self {
+    pub fn new(uri: String, inner: Box<dyn ObjectWriter>, mode: PutMode) -> Self {
         Self {
             uri,
             inner: Arc::new(Mutex::new(inner)),
             owner: std::process::id(),
+            mode,
         }
     }
 
@@ -65,7 +69,8 @@ impl Writer {
     /// Uploads what remains and makes the object visible: {"uri", "total_bytes", "parts", "etag"}.
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let inner = self.inner()?;
-        let info = block(py, async move { inner.lock_owned().await.finish().await })?;
+        let finish = async move { inner.lock_owned().await.finish().await };
+        let info = block_map(py, finish, |e| write_error(e, &self.mode))?;
         info_dict(py, &self.uri, &info)
     }
 

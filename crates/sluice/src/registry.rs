@@ -117,8 +117,13 @@ impl ObjectStore for SchemeRouter {
         self.pick(prefix).list(prefix, recursive)
     }
 
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        self.pick(uri).put(uri, data).await
+    async fn put_opts(
+        &self,
+        uri: &ObjectUri,
+        data: PutPayload,
+        opts: &sluice_core::PutOptions,
+    ) -> Result<PutInfo> {
+        self.pick(uri).put_opts(uri, data, opts).await
     }
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {
@@ -152,6 +157,10 @@ impl ObjectStore for SchemeRouter {
 
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
         self.pick(uri).writer(uri, opts).await
+    }
+
+    fn multipart(&self, uri: &ObjectUri) -> Option<sluice_core::multipart::Multipart> {
+        self.pick(uri).multipart(uri)
     }
 }
 

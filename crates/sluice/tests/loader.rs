@@ -448,10 +448,11 @@ impl ObjectStore for Hostile {
     ) -> futures::stream::BoxStream<'_, sluice_core::Result<sluice_core::ListEntry>> {
         unreachable!()
     }
-    async fn put(
+    async fn put_opts(
         &self,
         _: &ObjectUri,
         _: sluice_core::PutPayload,
+        _: &sluice_core::PutOptions,
     ) -> sluice_core::Result<sluice_core::PutInfo> {
         unreachable!()
     }
@@ -571,12 +572,13 @@ impl ObjectStore for MeasuredGets {
     ) -> futures::stream::BoxStream<'_, sluice_core::Result<sluice_core::ListEntry>> {
         self.inner.list(prefix, recursive)
     }
-    async fn put(
+    async fn put_opts(
         &self,
         uri: &ObjectUri,
         data: sluice_core::PutPayload,
+        opts: &sluice_core::PutOptions,
     ) -> sluice_core::Result<sluice_core::PutInfo> {
-        self.inner.put(uri, data).await
+        self.inner.put_opts(uri, data, opts).await
     }
     async fn delete(&self, uri: &ObjectUri) -> sluice_core::Result<()> {
         self.inner.delete(uri).await

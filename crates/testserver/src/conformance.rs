@@ -767,6 +767,118 @@ pub async fn silent_server_times_out(ctx: Ctx) {
     );
 }
 
+/// S3's conditional writes through `put_opts` and the streaming writer: `Create` refuses a
+/// taken key with a 412 and writes nothing, `Update` needs the current ETag (a missing
+/// object is `NotFound`, as S3 answers). A stack that cannot condition a multipart upload
+/// refuses it (`NotImplemented`), never writes it unconditionally.
+pub async fn conditional_writes(ctx: Ctx) {
+    use sluice_core::{PutMode, PutOptions, WriteOptions};
+    let uri = ctx.uri("cond/one");
+    let put = |data: &'static [u8], mode: PutMode| {
+        let opts = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        let store = ctx.store.clone();
+        let uri = uri.clone();
+        async move { within("conditional put", store.put_opts(&uri, data.into(), &opts)).await }
+    };
+    let first = put(b"first", PutMode::Create).await.unwrap();
+    let taken = put(b"second", PutMode::Create).await.unwrap_err();
+    assert!(taken.is_precondition_failed(), "{taken}");
+    assert!(taken.to_string().contains("cond/one"), "{taken}");
+    let stale = PutMode::Update("\"0123456789abcdef0123456789abcdef\"".into());
+    let e = put(b"third", stale).await.unwrap_err();
+    assert!(e.is_precondition_failed(), "{e}");
+    let got = within("get", ctx.store.get(&uri, None)).await.unwrap();
+    assert_eq!(&got[..], b"first", "a refused write changed nothing");
+    let etag = first.etag.expect("a PUT answers with its ETag");
+    put(b"fourth", PutMode::Update(etag)).await.unwrap();
+    let got = within("get", ctx.store.get(&uri, None)).await.unwrap();
+    assert_eq!(&got[..], b"fourth");
+    let e = within(
+        "update of a missing key",
+        ctx.store.put_opts(
+            &ctx.uri("cond/absent"),
+            Bytes::from_static(b"x").into(),
+            &PutOptions {
+                mode: PutMode::Update("\"0123\"".into()),
+                ..PutOptions::default()
+            },
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+
+    // Multipart: the condition rides on CompleteMultipartUpload.
+    let mut opts = WriteOptions::from_config(&ctx.config());
+    opts.part_size = 5 << 20;
+    opts.put = PutOptions::create();
+    let data = Bytes::from(pattern::generate("cond/multi", (5 << 20) + 7));
+    let mut w = within("writer", ctx.store.writer(&uri, opts))
+        .await
+        .unwrap();
+    within("write", w.write(data)).await.unwrap();
+    match within("finish", w.finish()).await {
+        Err(e) if e.is_precondition_failed() => {}
+        Err(Error::Service { status: 501, .. }) if ctx.store.backend() == "objectstore" => {}
+        other => panic!("a multipart Create over a taken key: {other:?}"),
+    }
+    let got = within("get", ctx.store.get(&uri, None)).await.unwrap();
+    assert_eq!(
+        &got[..],
+        b"fourth",
+        "the refused upload left the object alone"
+    );
+}
+
+/// Content headers and user metadata sent with a PUT or a multipart upload come back on
+/// HEAD as they were sent.
+pub async fn attributes_round_trip(ctx: Ctx) {
+    use sluice_core::{Attributes, PutOptions, WriteOptions};
+    let mut attributes = Attributes {
+        content_type: Some("text/html; charset=utf-8".into()),
+        cache_control: Some("max-age=604800".into()),
+        content_disposition: Some("attachment; filename=\"test.html\"".into()),
+        content_encoding: Some("gzip".into()),
+        content_language: Some("en-US".into()),
+        ..Attributes::default()
+    };
+    attributes.metadata.insert("owner".into(), "rank-0".into());
+    attributes
+        .metadata
+        .insert("key_with_spaces".into(), "hello   world".into());
+    let opts = PutOptions {
+        attributes: attributes.clone(),
+        ..PutOptions::default()
+    };
+    let single = ctx.uri("attrs/single");
+    within(
+        "put",
+        ctx.store
+            .put_opts(&single, Bytes::from_static(b"<p>").into(), &opts),
+    )
+    .await
+    .unwrap();
+    let head = within("head", ctx.store.head(&single)).await.unwrap();
+    assert_eq!(head.attributes, attributes);
+
+    let multi = ctx.uri("attrs/multi");
+    let mut w_opts = WriteOptions::from_config(&ctx.config());
+    w_opts.part_size = 5 << 20;
+    w_opts.put = opts;
+    let mut w = within("writer", ctx.store.writer(&multi, w_opts))
+        .await
+        .unwrap();
+    within("write", w.write(Bytes::from(vec![7u8; (5 << 20) + 1])))
+        .await
+        .unwrap();
+    within("finish", w.finish()).await.unwrap();
+    let head = within("head", ctx.store.head(&multi)).await.unwrap();
+    assert_eq!(head.attributes, attributes);
+}
+
 /// The cases that need sluice's own test server, and so do not run against another store
 /// (`conformance_suite!(@external ...)`): each injects a fault (a reset, a cut or stalled
 /// body, a burst of SlowDown, latency) that a real store does not produce on demand, or
@@ -807,8 +919,9 @@ macro_rules! conformance_suite {
             $crate::conformance_suite!(@cases $scheme, $make;
                 round_trip_sizes, get_into_fixed_segment, ranged_reads, head_and_not_found,
                 listing_paginates_and_groups, multipart_put, delete_removes,
-                delete_many_in_batches, copy_on_the_server,
-                bad_credentials_are_permission_denied, recovers_from_reset_mid_body,
+                delete_many_in_batches, copy_on_the_server, conditional_writes,
+                attributes_round_trip, bad_credentials_are_permission_denied,
+                recovers_from_reset_mid_body,
                 recovers_from_truncated_body, recovers_from_slowdown_burst,
                 slowdown_beyond_budget_is_a_specific_error, recovers_from_stalled_body,
                 stall_on_every_attempt_times_out, tolerates_latency, unreachable_endpoint_fails_fast,
@@ -823,8 +936,9 @@ macro_rules! conformance_suite {
             $crate::conformance_suite!(@external_cases $spread, $make;
                 round_trip_sizes, get_into_fixed_segment, ranged_reads, head_and_not_found,
                 listing_paginates_and_groups, multipart_put, delete_removes,
-                delete_many_in_batches, copy_on_the_server,
-                bad_credentials_are_permission_denied, unreachable_endpoint_fails_fast);
+                delete_many_in_batches, copy_on_the_server, conditional_writes,
+                attributes_round_trip, bad_credentials_are_permission_denied,
+                unreachable_endpoint_fails_fast);
         }
     };
     (@external_cases $spread:expr, $make:expr; $($case:ident),*) => {

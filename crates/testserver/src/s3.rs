@@ -1,7 +1,7 @@
 //! The S3 operations, implemented over `Storage` with `Faults` consulted on every request.
 
 use crate::faults::{Fault, Faults};
-use crate::storage::{Missing, Storage, StoredObject, Upload};
+use crate::storage::{Condition, Headers, Missing, Refused, Storage, StoredObject, Upload};
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
@@ -72,6 +72,71 @@ fn checksum_wanted(mode: &Option<ChecksumMode>) -> bool {
 
 fn full_object() -> ChecksumType {
     ChecksumType::from_static(ChecksumType::FULL_OBJECT)
+}
+
+/// The headers an input carries for the object (PutObject, CreateMultipartUpload and
+/// CopyObject have the same fields).
+macro_rules! headers_of {
+    ($i:expr) => {
+        Headers {
+            content_type: $i.content_type.clone(),
+            cache_control: $i.cache_control.clone(),
+            content_disposition: $i.content_disposition.clone(),
+            content_encoding: $i.content_encoding.clone(),
+            content_language: $i.content_language.clone(),
+            metadata: $i.metadata.clone().filter(|m| !m.is_empty()),
+        }
+    };
+}
+
+/// Fills a GetObject or HeadObject output's header fields from what the object keeps.
+macro_rules! with_headers {
+    ($out:expr, $h:expr) => {{
+        let h: &Headers = $h;
+        let mut out = $out;
+        out.content_type = h.content_type.clone();
+        out.cache_control = h.cache_control.clone();
+        out.content_disposition = h.content_disposition.clone();
+        out.content_encoding = h.content_encoding.clone();
+        out.content_language = h.content_language.clone();
+        out.metadata = h.metadata.clone();
+        out
+    }};
+}
+
+/// A PUT's or Complete's `If-Match`/`If-None-Match`. S3 takes only `*` in `If-None-Match`
+/// on writes.
+fn write_condition(
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+) -> S3Result<Condition> {
+    match (if_match, if_none_match) {
+        (None, None) => Ok(Condition::None),
+        (None, Some(ETagCondition::Any)) => Ok(Condition::Absent),
+        (Some(ETagCondition::ETag(e)), None) => Ok(Condition::ETag(e.value().to_owned())),
+        (Some(ETagCondition::Any), None) => Err(s3_error!(
+            NotImplemented,
+            "If-Match: * is not supported on writes"
+        )),
+        (None, Some(_)) => Err(s3_error!(
+            NotImplemented,
+            "If-None-Match on a write takes only *"
+        )),
+        (Some(_), Some(_)) => Err(s3_error!(
+            InvalidRequest,
+            "If-Match and If-None-Match together on one write"
+        )),
+    }
+}
+
+fn refused(r: Refused, bucket: &str, key: &str) -> S3Error {
+    match r {
+        Refused::Missing(m) => missing(m, bucket, key),
+        Refused::Precondition => S3Error::with_message(
+            S3ErrorCode::PreconditionFailed,
+            format!("At least one of the pre-conditions you specified did not hold ({key})"),
+        ),
+    }
 }
 
 fn etag(quoted: &str) -> ETag {
@@ -210,7 +275,7 @@ impl S3 for MemoryS3 {
             .get(&i.bucket, &i.key)
             .map_err(|m| missing(m, &i.bucket, &i.key))?;
         let checksum_crc64nvme = checksum_wanted(&i.checksum_mode).then(|| obj.crc64nvme.clone());
-        Ok(S3Response::new(HeadObjectOutput {
+        let out = HeadObjectOutput {
             checksum_type: checksum_crc64nvme.as_ref().map(|_| full_object()),
             checksum_crc64nvme,
             content_length: Some(obj.data.len() as i64),
@@ -218,7 +283,8 @@ impl S3 for MemoryS3 {
             last_modified: Some(obj.last_modified.into()),
             accept_ranges: Some("bytes".into()),
             ..Default::default()
-        }))
+        };
+        Ok(S3Response::new(with_headers!(out, &obj.headers)))
     }
 
     async fn get_object(
@@ -263,7 +329,7 @@ impl S3 for MemoryS3 {
         let data = obj.data.slice(range.start as usize..range.end as usize);
         let len = data.len() as i64;
         let body = body_stream(data, self.faults.on_get_body());
-        Ok(S3Response::new(GetObjectOutput {
+        let out = GetObjectOutput {
             body: Some(body),
             content_length: Some(len),
             content_range,
@@ -273,7 +339,8 @@ impl S3 for MemoryS3 {
             last_modified: Some(obj.last_modified.into()),
             accept_ranges: Some("bytes".into()),
             ..Default::default()
-        }))
+        };
+        Ok(S3Response::new(with_headers!(out, &obj.headers)))
     }
 
     async fn put_object(
@@ -285,6 +352,8 @@ impl S3 for MemoryS3 {
         if !self.storage.bucket_exists(&i.bucket) {
             return Err(missing(Missing::Bucket, &i.bucket, &i.key));
         }
+        let condition = write_condition(i.if_match.as_ref(), i.if_none_match.as_ref())?;
+        let headers = headers_of!(i);
         let data = collect_body(i.body).await?;
         if let Some(n) = i.content_length
             && n as usize != data.len()
@@ -295,11 +364,11 @@ impl S3 for MemoryS3 {
             ));
         }
         check_crc(i.checksum_crc64nvme.as_deref(), &data)?;
-        let obj = StoredObject::new(data);
+        let obj = StoredObject::new(data).with_headers(headers);
         let tag = etag(&obj.etag);
         self.storage
-            .put(&i.bucket, &i.key, obj)
-            .map_err(|m| missing(m, &i.bucket, &i.key))?;
+            .put_if(&i.bucket, &i.key, obj, &condition)
+            .map_err(|r| refused(r, &i.bucket, &i.key))?;
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(tag),
             ..Default::default()
@@ -332,7 +401,13 @@ impl S3 for MemoryS3 {
             .storage
             .get(bucket, key)
             .map_err(|m| missing(m, bucket, key))?;
-        let copy = StoredObject::with_etag(src.data, src.etag);
+        // As S3: the source's headers, unless the request replaces them.
+        let replace = i
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let headers = if replace { headers_of!(i) } else { src.headers };
+        let copy = StoredObject::with_etag(src.data, src.etag).with_headers(headers);
         let out = CopyObjectResult {
             e_tag: Some(etag(&copy.etag)),
             last_modified: Some(copy.last_modified.into()),
@@ -381,11 +456,13 @@ impl S3 for MemoryS3 {
             .max_keys
             .map_or(MAX_KEYS, |m| (m.max(0) as usize).min(MAX_KEYS));
         let prefix = i.prefix.clone().unwrap_or_default();
+        // S3 ignores an empty delimiter (s3fs sends `Delimiter=` for recursive listings).
+        let delimiter = i.delimiter.as_deref().filter(|d| !d.is_empty());
         let page = list_page(
             &self.storage,
             &i.bucket,
             &prefix,
-            i.delimiter.as_deref(),
+            delimiter,
             i.continuation_token.as_deref().or(i.start_after.as_deref()),
             max_keys,
         )
@@ -442,6 +519,7 @@ impl S3 for MemoryS3 {
                 bucket: i.bucket.clone(),
                 key: i.key.clone(),
                 initiated: Some(std::time::SystemTime::now()),
+                headers: headers_of!(i),
                 ..Default::default()
             },
         );
@@ -479,6 +557,7 @@ impl S3 for MemoryS3 {
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         self.request_fault().await?;
         let i = req.input;
+        let condition = write_condition(i.if_match.as_ref(), i.if_none_match.as_ref())?;
         let up = self
             .storage
             .uploads
@@ -518,10 +597,15 @@ impl S3 for MemoryS3 {
         // The whole object's CRC, when the client sent it: what it sent, assembled here.
         check_crc(i.checksum_crc64nvme.as_deref(), &body)?;
         let tag = format!("\"{}-{}\"", hex::encode(Md5::digest(&md5s)), listed.len());
-        let obj = StoredObject::with_etag(Bytes::from(body), tag.clone());
-        self.storage
-            .put(&up.bucket, &up.key, obj)
-            .map_err(|m| missing(m, &up.bucket, &up.key))?;
+        let obj = StoredObject::with_etag(Bytes::from(body), tag.clone())
+            .with_headers(up.headers.clone());
+        if let Err(r) = self.storage.put_if(&up.bucket, &up.key, obj, &condition) {
+            // As S3: a refused Complete leaves the upload to retry or abort.
+            let e = refused(r, &up.bucket, &up.key);
+            let id = i.upload_id.clone();
+            self.storage.uploads.lock().unwrap().insert(id, up);
+            return Err(e);
+        }
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(up.bucket),
             key: Some(up.key),

@@ -19,6 +19,42 @@ pub struct StoredObject {
     /// returns it to GETs of the whole object that ask (`x-amz-checksum-mode: ENABLED`),
     /// which is what SDKs validate.
     pub crc64nvme: String,
+    /// What S3 stores from the PUT's headers and returns on GET and HEAD.
+    pub headers: Headers,
+}
+
+/// The content headers and user metadata of an object, as S3 keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers {
+    pub content_type: Option<String>,
+    pub cache_control: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_language: Option<String>,
+    pub metadata: Option<s3s::dto::Metadata>,
+}
+
+/// S3's conditional write: `If-None-Match: *` (only if absent) or `If-Match: <etag>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Condition {
+    #[default]
+    None,
+    Absent,
+    ETag(String),
+}
+
+/// Why a conditional write was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Missing(Missing),
+    /// 412: the key is taken (`If-None-Match: *`) or holds another version (`If-Match`).
+    Precondition,
+}
+
+impl From<Missing> for Refused {
+    fn from(m: Missing) -> Self {
+        Refused::Missing(m)
+    }
 }
 
 impl StoredObject {
@@ -39,7 +75,13 @@ impl StoredObject {
             data,
             etag,
             last_modified: SystemTime::now(),
+            headers: Headers::default(),
         }
+    }
+
+    pub fn with_headers(mut self, headers: Headers) -> Self {
+        self.headers = headers;
+        self
     }
 }
 
@@ -50,6 +92,8 @@ pub struct Upload {
     pub parts: BTreeMap<i32, (Bytes, String)>,
     /// When CreateMultipartUpload made it (`None` only in `Default`).
     pub initiated: Option<std::time::SystemTime>,
+    /// The headers CreateMultipartUpload carried, for the object Complete makes.
+    pub headers: Headers,
 }
 
 #[derive(Debug, Default)]
@@ -134,6 +178,30 @@ impl Storage {
     }
 
     pub fn put(&self, bucket: &str, key: &str, obj: StoredObject) -> Result<(), Missing> {
+        self.put_if(bucket, key, obj, &Condition::None)
+            .map_err(|r| match r {
+                Refused::Missing(m) => m,
+                Refused::Precondition => unreachable!("no condition to fail"),
+            })
+    }
+
+    /// `put` if `condition` holds, checked under the lock the write holds, as S3 decides
+    /// conditional writes atomically. `If-Match` on a missing key is `NoSuchKey`, as on S3.
+    pub fn put_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        obj: StoredObject,
+        condition: &Condition,
+    ) -> Result<(), Refused> {
+        let mut b = self.buckets.write().unwrap();
+        let objs = b.get_mut(bucket).ok_or(Missing::Bucket)?;
+        match (condition, objs.get(key)) {
+            (Condition::None, _) | (Condition::Absent, None) => {}
+            (Condition::ETag(_), None) => return Err(Missing::Key.into()),
+            (Condition::ETag(want), Some(o)) if o.etag.trim_matches('"') == want => {}
+            _ => return Err(Refused::Precondition),
+        }
         if let Some(dir) = &self.dir {
             let path = file_path(dir, bucket, key)?;
             if let Some(p) = path.parent() {
@@ -143,10 +211,7 @@ impl Storage {
                 tracing::warn!(path = %path.display(), error = %e, "write-through failed");
             }
         }
-        let mut b = self.buckets.write().unwrap();
-        b.get_mut(bucket)
-            .ok_or(Missing::Bucket)?
-            .insert(key.to_owned(), obj);
+        objs.insert(key.to_owned(), obj);
         Ok(())
     }
 

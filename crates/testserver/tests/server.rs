@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{path, request};
+use common::{Reply, path, request};
 use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
 use std::time::Duration;
 
@@ -190,4 +190,60 @@ async fn data_dir_persists_across_restarts() {
     }
     assert!(!dir.path().parent().unwrap().join("escape").exists());
     assert!(!dir.path().join("escape").exists());
+}
+
+/// S3's conditional writes, empty delimiter and stored headers, as raw requests (what
+/// s3fs and object_store send): each answer as S3 gives it.
+#[tokio::test]
+async fn conditional_writes_empty_delimiter_and_headers_behave_as_on_s3() {
+    let server = TestServer::start(ServerOptions::default()).await.unwrap();
+    async fn put(server: &TestServer, key: &str, headers: &[(&str, &str)]) -> Reply {
+        let body = Bytes::from_static(b"v1");
+        request(server, false, "PUT", &path(key), headers, body, None).await
+    }
+    let absent = [("if-none-match", "*")];
+    assert_eq!(put(&server, "c", &absent).await.status, 200);
+    let again = put(&server, "c", &absent).await;
+    assert_eq!(again.status, 412);
+    assert!(String::from_utf8_lossy(&again.body.unwrap()).contains("PreconditionFailed"));
+    let other = [("if-match", "\"other\"")];
+    assert_eq!(put(&server, "c", &other).await.status, 412);
+    assert_eq!(put(&server, "missing", &other).await.status, 404);
+    // The ETag of "v1", as the first PUT stored it.
+    let etag = {
+        use md5::{Digest, Md5};
+        format!("\"{}\"", hex::encode(Md5::digest(b"v1")))
+    };
+    assert_eq!(put(&server, "c", &[("if-match", &etag)]).await.status, 200);
+
+    let with_headers = put(
+        &server,
+        "h",
+        &[
+            ("content-type", "text/html; charset=utf-8"),
+            ("cache-control", "max-age=60"),
+            ("x-amz-meta-owner", "rank 0"),
+        ],
+    )
+    .await;
+    assert_eq!(with_headers.status, 200);
+    let head = request(&server, false, "HEAD", &path("h"), &[], Bytes::new(), None).await;
+    assert_eq!(head.headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(head.headers["cache-control"], "max-age=60");
+    assert_eq!(head.headers["x-amz-meta-owner"], "rank 0");
+
+    server.insert(DEFAULT_BUCKET, "d/e/f", &b"x"[..]);
+    let list = request(
+        &server,
+        false,
+        "GET",
+        &format!("/{DEFAULT_BUCKET}?list-type=2&prefix=d%2F&delimiter="),
+        &[],
+        Bytes::new(),
+        None,
+    )
+    .await;
+    let body = String::from_utf8(list.body.unwrap().to_vec()).unwrap();
+    assert!(body.contains("<Key>d/e/f</Key>"), "{body}");
+    assert!(!body.contains("<CommonPrefixes>"), "{body}");
 }

@@ -5,6 +5,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
+use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -137,14 +138,20 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
         self.call(Op::Put, uri)?;
-        self.inner.put_object(uri, data, checksum).await
+        self.inner.put_object(uri, data, checksum, opts).await
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, checksummed: bool) -> Result<String> {
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
         self.call(Op::CreateUpload, uri)?;
-        self.inner.create_upload(uri, checksummed).await
+        self.inner.create_upload(uri, checksummed, attributes).await
     }
 
     async fn upload_part(
@@ -167,10 +174,11 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
         self.call(Op::CompleteUpload, uri)?;
         self.inner
-            .complete_upload(uri, upload_id, parts, checksum)
+            .complete_upload(uri, upload_id, parts, checksum, mode)
             .await
     }
 

@@ -5,6 +5,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart, multipart_etag};
+use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -279,6 +280,32 @@ fn check(uri: &ObjectUri, data: &[u8], checksum: Option<Crc>) -> Result<()> {
     }
 }
 
+/// S3's conditional write, checked under the lock that the write then holds.
+fn admit(st: &State, uri: &ObjectUri, mode: &PutMode) -> Result<()> {
+    let current = st
+        .objects
+        .get(&(uri.bucket().to_owned(), uri.key().to_owned()));
+    let refused = |status, code| Err(Error::from_service(uri.to_string(), status, code, "", None));
+    match (mode, current) {
+        (PutMode::Overwrite, _) | (PutMode::Create, None) => Ok(()),
+        (PutMode::Update(etag), Some(o)) if same_etag(&o.etag, etag) => Ok(()),
+        (PutMode::Update(_), None) => refused(404, "NoSuchKey"),
+        _ => refused(412, "PreconditionFailed"),
+    }
+}
+
+/// This double keeps no headers: it says so rather than drop them.
+fn refuse_attributes(uri: &ObjectUri, attributes: &Attributes) -> Result<()> {
+    if attributes.is_empty() {
+        return Ok(());
+    }
+    Err(crate::store::unsupported(
+        "memory",
+        uri,
+        "storing object attributes",
+    ))
+}
+
 #[async_trait]
 impl MultipartApi for MemoryWire {
     async fn put_object(
@@ -286,12 +313,21 @@ impl MultipartApi for MemoryWire {
         uri: &ObjectUri,
         data: Bytes,
         checksum: Option<Crc>,
+        opts: &PutOptions,
     ) -> Result<Option<String>> {
         check(uri, &data, checksum)?;
+        refuse_attributes(uri, &opts.attributes)?;
+        admit(&self.state(), uri, &opts.mode)?;
         Ok(Some(self.insert(uri, data)))
     }
 
-    async fn create_upload(&self, uri: &ObjectUri, _checksummed: bool) -> Result<String> {
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        _checksummed: bool,
+        attributes: &Attributes,
+    ) -> Result<String> {
+        refuse_attributes(uri, attributes)?;
         let mut st = self.state();
         st.next_upload += 1;
         let id = format!("upload-{}", st.next_upload);
@@ -323,8 +359,10 @@ impl MultipartApi for MemoryWire {
         upload_id: &str,
         parts: &[UploadedPart],
         checksum: Option<Crc>,
+        mode: &PutMode,
     ) -> Result<Option<String>> {
         let mut st = self.state();
+        admit(&st, uri, mode)?;
         let (_, stored) = st.uploads.remove(upload_id).ok_or_else(|| {
             Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
         })?;
@@ -374,6 +412,7 @@ impl MultipartApi for MemoryWire {
             size: o.data.len() as u64,
             etag: Some(o.etag.clone()),
             last_modified: Some(SystemTime::UNIX_EPOCH),
+            attributes: Attributes::default(),
         })
     }
 }
@@ -419,6 +458,7 @@ impl Wire for MemoryWire {
                             size: o.data.len() as u64,
                             etag: Some(o.etag.clone()),
                             last_modified: Some(SystemTime::UNIX_EPOCH),
+                            attributes: Attributes::default(),
                         }),
                     );
                 }

@@ -156,10 +156,16 @@ class ObjectWriter(io.BufferedIOBase):
     upload that becomes visible on ``close``; leaving a ``with`` block by an exception, or
     ``abort()``, leaves nothing behind."""
 
-    def __init__(self, uri: str, client: Optional["Client"] = None, part_size: Optional[int] = None):
+    def __init__(
+        self,
+        uri: str,
+        client: Optional["Client"] = None,
+        part_size: Optional[int] = None,
+        mode: str = "overwrite",
+    ):
         super().__init__()
         self.name = uri
-        self._writer = _client(client).writer(uri, part_size=part_size)
+        self._writer = _client(client).writer(uri, part_size=part_size, mode=mode)
         self._written = 0
         self.result: Optional[dict] = None
         """What ``close`` made visible (``sluice.WriteResult``)."""
@@ -222,13 +228,26 @@ def open(  # noqa: A001 - the name users expect, as in fsspec and smart_open
     client: Optional["Client"] = None,
     part_size: Optional[int] = None,
 ) -> Union[ObjectReader, ObjectWriter]:
-    """Opens the object `uri` as a binary file: ``"rb"`` (seekable, read-ahead) or ``"wb"``
-    (streaming upload). `client`: the client to use (default: one from the environment);
-    `part_size`: bytes per uploaded part when writing."""
+    """Opens the object `uri` as a binary file: ``"rb"`` (seekable, read-ahead), ``"wb"``
+    (streaming upload) or ``"xb"`` (exclusive creation: ``FileExistsError`` if the object
+    exists, checked when opened and again, atomically, by the store when closed — S3's
+    ``If-None-Match: *``). `client`: the client to use (default: one from the environment);
+    `part_size`: bytes per uploaded part when writing. Appending (``"ab"``) is refused: an S3
+    object cannot be appended to, only rewritten whole."""
     if mode == "rb":
         if part_size is not None:
             raise ValueError(f"part_size: only for writing, not mode {mode!r}")
         return ObjectReader(uri, client)
     if mode == "wb":
         return ObjectWriter(uri, client, part_size)
-    raise ValueError(f"mode: {mode!r} is not supported; use 'rb' or 'wb' (objects are binary)")
+    if mode == "xb":
+        c = _client(client)
+        if c.exists(uri):
+            raise FileExistsError(f"{uri}: the object exists (mode 'xb')")
+        return ObjectWriter(uri, c, part_size, mode="create")
+    if mode == "ab":
+        raise ValueError(
+            f"mode: {mode!r}: an S3 object cannot be appended to, only rewritten whole; "
+            "read it and write it back with 'wb'"
+        )
+    raise ValueError(f"mode: {mode!r} is not supported; use 'rb', 'wb' or 'xb' (objects are binary)")

@@ -11,12 +11,22 @@ installed, and by importing this module. Options are ``sluice.Config``'s fields 
 ``config=`` a ``Config``); a filesystem pickles as them, and builds its client in each
 process that uses it. Files are ``sluice.open``'s: reads are ranged GETs of one version with
 adaptive read-ahead, writes stream a multipart upload that appears on close.
+
+Where S3 is not a file system: ``open(path, "xb")`` and ``pipe_file(path, data,
+mode="create")`` are S3's conditional writes (``If-None-Match: *``: ``FileExistsError`` when
+the key is taken, decided by the store, so two writers cannot both create it); ``"ab"`` is
+refused (an object cannot be appended to); ``mkdir``/``makedirs`` create no bucket and no
+key (a prefix exists while keys are under it; create buckets with your store's tools):
+``mkdir`` of a bare bucket raises ``FileExistsError`` if it exists (as s3fs) and
+``FileNotFoundError`` if not; ``modified`` is the
+object's Last-Modified; transactions (``autocommit=False``) are not supported.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import fields
+from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional
 
 import fsspec
@@ -120,6 +130,13 @@ class SluiceFileSystem(AbstractFileSystem):
             raise NotImplementedError("sluice://: transactions (autocommit=False) are not supported")
         return sluice.open(self._uri(self._strip_protocol(path)), mode, client=self.client)
 
+    def modified(self, path: str) -> datetime:
+        """The object's Last-Modified (UTC); a prefix has none (``IsADirectoryError``)."""
+        info = self.info(path)
+        if info["type"] != "file" or info.get("mtime") is None:
+            raise IsADirectoryError(f"sluice://{self._strip_protocol(path)}: a prefix has no modification time")
+        return datetime.fromtimestamp(info["mtime"], tz=timezone.utc)
+
     def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any) -> bytes:
         uri = self._uri(self._strip_protocol(path))
         if start is None and end is None:
@@ -144,8 +161,9 @@ class SluiceFileSystem(AbstractFileSystem):
             while chunk := r.read(32 << 20):
                 w.write(chunk)
 
-    def pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
-        self.client.put(self._uri(self._strip_protocol(path)), value)
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Writes `value`; ``mode="create"`` only if the key is free (``FileExistsError``)."""
+        self.client.put(self._uri(self._strip_protocol(path)), value, mode=mode)
 
     def rm_file(self, path: str) -> None:
         self.client.delete(self._uri(self._strip_protocol(path)))
@@ -154,10 +172,26 @@ class SluiceFileSystem(AbstractFileSystem):
         self.rm_file(path)
 
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
-        pass  # prefixes exist while keys are under them
+        """A prefix exists while keys are under it: nothing to make. A bare bucket is not
+        made either (sluice creates no buckets): ``FileExistsError`` if it exists, as s3fs
+        raises, ``FileNotFoundError`` if it does not."""
+        bucket, _, key = self._strip_protocol(path).partition("/")
+        if key:
+            return
+        try:
+            next(iter(self.client.list_objects(self._uri(bucket) + "/")), None)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"sluice://{bucket}: no such bucket, and sluice creates none (use the store's tools)"
+            ) from None
+        raise FileExistsError(f"sluice://{bucket}: the bucket exists")
 
     def makedirs(self, path: str, exist_ok: bool = False) -> None:
-        pass
+        try:
+            self.mkdir(path)
+        except FileExistsError:
+            if not exist_ok:
+                raise
 
     def rmdir(self, path: str) -> None:
         pass

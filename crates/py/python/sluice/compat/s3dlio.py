@@ -30,6 +30,7 @@ S3DLIO_ENABLE_RANGE_OPTIMIZATION (0/false/no/off/disable(d) turn that off), S3DL
 from __future__ import annotations
 
 import bisect
+from builtins import open as builtins_open
 import fnmatch
 import functools
 import math
@@ -70,6 +71,12 @@ __all__ = [
     "stat",
     "exists",
     "put_bytes",
+    "put_bytes_async",
+    "put_many",
+    "put_many_async",
+    "create_multi_endpoint_store_from_template",
+    "create_multi_endpoint_store_from_file",
+    "create_multi_endpoint_store_from_env",
     "delete",
     "generate_npz_bytes",
     "ObjectNotFoundError",
@@ -283,10 +290,31 @@ def _truthy(name: str) -> bool:
     return v is not None and v.lower() in _ON
 
 
+def _bytes_like(data: Any) -> Any:
+    """`data` as something with the buffer protocol: itself when it has one (no copy),
+    else what its ``__bytes__`` returns. Anything else is a ``TypeError`` — not, as
+    s3dlio's ``bytes(data)`` fallback does, an integer turned into that many zero bytes."""
+    try:
+        memoryview(data)
+        return data
+    except TypeError:
+        pass
+    to_bytes = getattr(type(data), "__bytes__", None)
+    if to_bytes is not None:
+        out = to_bytes(data)
+        if isinstance(out, bytes):
+            return out
+    raise TypeError(
+        f"Cannot convert data to bytes: {type(data).__name__}. Expected bytes-like object "
+        "(bytes, bytearray, memoryview, BytesView, a numpy array) or one with __bytes__"
+    )
+
+
 @_errors
 def put_bytes(uri: str, data: Any) -> None:
-    """Uploads a bytes-like object (multipart when large). With S3DLIO_PUT_VERIFY on, the
-    stored size is checked afterwards."""
+    """Uploads a bytes-like object, or one with ``__bytes__`` (multipart when large). With
+    S3DLIO_PUT_VERIFY on, the stored size is checked afterwards."""
+    data = _bytes_like(data)
     client = _client()
     client.put(uri, data)
     if _truthy("S3DLIO_PUT_VERIFY"):
@@ -294,6 +322,38 @@ def put_bytes(uri: str, data: Any) -> None:
         got = client.stat(uri)["size"]
         if got != want:
             raise StorageError(f"{uri}: stored {got} bytes after a put of {want} (S3DLIO_PUT_VERIFY)")
+
+
+def put_bytes_async(uri: str, data: Any) -> Any:
+    """``put_bytes`` on a thread of the running event loop: returns an ``asyncio.Future`` to
+    await (as s3dlio's, a plain function; bad data raises here, not when awaited)."""
+    import asyncio
+
+    data = _bytes_like(data)
+    return asyncio.get_running_loop().run_in_executor(None, put_bytes, uri, data)
+
+
+@_errors
+def put_many(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> None:
+    """Uploads every ``(uri, data)``, ``max_in_flight`` at a time; the first error is raised
+    once the others have finished."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [(uri, _bytes_like(data)) for uri, data in items]
+    if max_in_flight < 1:
+        raise InvalidArgumentError(f"max_in_flight must be at least 1, got {max_in_flight}")
+    client = _client()
+    with ThreadPoolExecutor(max_workers=min(max_in_flight, max(len(pairs), 1))) as pool:
+        for f in [pool.submit(client.put, uri, data) for uri, data in pairs]:
+            f.result()
+
+
+def put_many_async(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> Any:
+    """``put_many`` on a thread of the running event loop: an ``asyncio.Future``."""
+    import asyncio
+
+    items = _builtin_list(items)
+    return asyncio.get_running_loop().run_in_executor(None, put_many, items, max_in_flight)
 
 
 def _split_prefix(uri: str) -> Tuple[str, str]:
@@ -821,6 +881,53 @@ class MultiEndpointStore:
 
 def create_multi_endpoint_store(uris: Sequence[str], strategy: Optional[str] = None) -> MultiEndpointStore:
     """A store over several endpoints of one storage system (see `MultiEndpointStore`)."""
+    return MultiEndpointStore(uris, strategy)
+
+
+_RANGE = re.compile(r"\{(\d+)\.\.\.(\d+)\}")
+
+
+def _expand_template(template: str) -> List[str]:
+    """s3dlio's endpoint template: each ``{N...M}`` (inclusive, numbers unpadded) expands,
+    the first varying slowest; other braces are literal."""
+    m = _RANGE.search(template)
+    if m is None:
+        return [template]
+    start, end = int(m.group(1)), int(m.group(2))
+    if start > end:
+        raise InvalidArgumentError(f"Template expansion failed: Invalid range: start ({start}) > end ({end})")
+    head, tail = template[: m.start()], template[m.end() :]
+    return [head + str(n) + rest for n in range(start, end + 1) for rest in _expand_template(tail)]
+
+
+def create_multi_endpoint_store_from_template(uri_template: str, strategy: Optional[str] = None) -> MultiEndpointStore:
+    """Endpoints from a template such as ``http://10.0.0.{1...4}:9000`` (see `MultiEndpointStore`)."""
+    uris = _expand_template(uri_template)
+    bad = [u for u in uris if "://" not in u]
+    if bad:
+        raise InvalidArgumentError(f"Template expansion failed: {bad[0]!r} is not a URI (scheme://...)")
+    return MultiEndpointStore(uris, strategy)
+
+
+def create_multi_endpoint_store_from_file(file_path: str, strategy: Optional[str] = None) -> MultiEndpointStore:
+    """Endpoints from a file: one URI per line; blank lines and lines starting with ``#`` skipped."""
+    try:
+        with builtins_open(file_path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise InvalidArgumentError(f"Failed to load URIs from file: Failed to read URI file: {file_path}: {e}") from e
+    uris = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    if not uris:
+        raise InvalidArgumentError(f"Failed to load URIs from file: No URIs found in file: {file_path}")
+    return MultiEndpointStore(uris, strategy)
+
+
+def create_multi_endpoint_store_from_env(strategy: Optional[str] = None) -> MultiEndpointStore:
+    """Endpoints from ``S3_ENDPOINT_URIS`` (comma-separated)."""
+    value = _env("S3_ENDPOINT_URIS") or ""
+    uris = [u.strip() for u in value.split(",") if u.strip()]
+    if not uris:
+        raise InvalidArgumentError("S3_ENDPOINT_URIS is not set or lists no URI")
     return MultiEndpointStore(uris, strategy)
 
 
