@@ -25,7 +25,7 @@ use aws_smithy_checksums::body::validate;
 use bytes::Bytes;
 use sluice_core::checksum::Crc;
 use sluice_core::error::{error_chain, find_source};
-use sluice_core::listing::{ListPage, Upload, UploadMarker, UploadsPage};
+use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
 use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
@@ -313,20 +313,17 @@ impl Wire for AwsSdkWire {
         &self.cfg
     }
 
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let subject = prefix.to_string();
         let page = self
             .client
             .list_objects_v2()
             .bucket(prefix.bucket())
             .prefix(prefix.key())
-            .set_delimiter((!recursive).then(|| "/".to_owned()))
-            .set_continuation_token(token)
+            .set_delimiter((!opts.recursive).then(|| "/".to_owned()))
+            .set_continuation_token(opts.token.clone())
+            .set_max_keys(opts.max_keys.map(|m| m.min(i32::MAX as u32) as i32))
+            .set_start_after(opts.start_after.clone())
             .send()
             .await
             .map_err(|e| self.err(&subject, e))?;

@@ -386,7 +386,11 @@ async fn streamed_writes_appear_whole_on_finish(ctx: Ctx) {
     assert_eq!(files_in(&ctx.dir.path().join("w")), ["ckpt.pt"]);
 
     // Aborted and dropped writers leave nothing behind.
-    let mut w = ctx.store.writer(&ctx.uri("w/aborted"), opts.clone()).await.unwrap();
+    let mut w = ctx
+        .store
+        .writer(&ctx.uri("w/aborted"), opts.clone())
+        .await
+        .unwrap();
     w.write(Bytes::from_static(b"partial")).await.unwrap();
     w.abort().await.unwrap();
     let mut w = ctx.store.writer(&ctx.uri("w/dropped"), opts).await.unwrap();

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use sluice_core::checksum::{self, Crc};
-use sluice_core::listing::{ListPage, Upload, UploadMarker, UploadsPage};
+use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
 use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
@@ -376,18 +376,20 @@ impl Wire for HyperWire {
         self.transport.config()
     }
 
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let mut q = vec![("list-type", "2"), ("prefix", prefix.key())];
-        if !recursive {
+        if !opts.recursive {
             q.push(("delimiter", "/"));
         }
-        if let Some(t) = &token {
+        if let Some(t) = &opts.token {
             q.push(("continuation-token", t));
+        }
+        let max_keys = opts.max_keys.map(|m| m.to_string());
+        if let Some(m) = &max_keys {
+            q.push(("max-keys", m));
+        }
+        if let Some(a) = &opts.start_after {
+            q.push(("start-after", a));
         }
         let subject = prefix.to_string();
         let page: xml::ListBucketResult = self.bucket_xml(&subject, prefix.bucket(), &q).await?;

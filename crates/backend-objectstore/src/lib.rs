@@ -26,7 +26,7 @@ use object_store::{
     PutMultipartOptions, RetryConfig, UpdateVersion,
 };
 use sluice_core::checksum::Crc;
-use sluice_core::listing::{ListPage, UploadMarker, UploadsPage};
+use sluice_core::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::store::unsupported;
@@ -369,15 +369,12 @@ impl Wire for ObjectStoreWire {
         &self.cfg
     }
 
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let opts = PaginatedListOptions {
-            delimiter: (!recursive).then_some("/".into()),
-            page_token: token,
+            delimiter: (!opts.recursive).then_some("/".into()),
+            page_token: opts.token.clone(),
+            max_keys: opts.max_keys.map(|m| m as usize),
+            offset: opts.start_after.clone(),
             ..Default::default()
         };
         let key = (!prefix.key().is_empty()).then(|| prefix.key());

@@ -22,6 +22,30 @@ pub struct Page<T, K = String> {
 /// One ListObjectsV2 page: objects and common prefixes, and the continuation token.
 pub type ListPage = Page<ListEntry>;
 
+/// One ListObjectsV2 request beyond its prefix (per-operation parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// Every key under the prefix; `false` groups keys below the next `/` into prefixes.
+    pub recursive: bool,
+    /// Where this page starts: the previous page's continuation token (`None`: the first).
+    pub token: Option<String>,
+    /// At most this many entries (S3 sends at most 1,000, and that by default).
+    pub max_keys: Option<u32>,
+    /// Only keys after this one (S3's `start-after`; a token already says where to go on).
+    pub start_after: Option<String>,
+}
+
+impl ListOptions {
+    /// Every page of a plain listing: from `token`, the store's page size.
+    pub fn from(recursive: bool, token: Option<String>) -> Self {
+        Self {
+            recursive,
+            token,
+            ..Self::default()
+        }
+    }
+}
+
 /// A multipart upload in progress: begun, neither completed nor aborted. Its parts are
 /// stored (and billed) but no object is visible; a writer killed mid-upload leaves one.
 #[derive(Debug, Clone, PartialEq, Eq)]

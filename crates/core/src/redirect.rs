@@ -21,7 +21,7 @@ use crate::checksum::Crc;
 use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
-use crate::listing::{ListPage, UploadMarker, UploadsPage};
+use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
@@ -496,17 +496,8 @@ impl<W: Wire> Wire for Redirects<W> {
         self.home.endpoint_stats()
     }
 
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
-        follow!(self, prefix.bucket(), |w| w.list_page(
-            prefix,
-            recursive,
-            token.clone()
-        ))
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        follow!(self, prefix.bucket(), |w| w.list_page(prefix, opts))
     }
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {

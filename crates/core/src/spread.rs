@@ -9,7 +9,7 @@
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::{ListPage, UploadMarker, UploadsPage};
+use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
@@ -335,14 +335,8 @@ impl<W: Wire> Wire for Spread<W> {
         self.stats()
     }
 
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
-        self.attempt(0, |w| w.list_page(prefix, recursive, token))
-            .await
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        self.attempt(0, |w| w.list_page(prefix, opts)).await
     }
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {

@@ -234,6 +234,17 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>>;
 
+    /// One page of a listing (ListObjectsV2), as `opts` asks, retried: for callers that page
+    /// themselves (object_store's `PaginatedListStore`). A store without pages refuses.
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        opts: &crate::listing::ListOptions,
+    ) -> Result<crate::listing::ListPage> {
+        let _ = opts;
+        Err(unsupported(self.backend(), prefix, "listing one page"))
+    }
+
     /// `uri`'s store's multipart calls, for a caller that uploads part by part itself;
     /// `None` where the store has no multipart uploads (a file system).
     fn multipart(&self, uri: &ObjectUri) -> Option<crate::multipart::Multipart> {

@@ -11,7 +11,7 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
-use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage, paginate};
+use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::redirect::Redirects;
@@ -46,14 +46,8 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
         Vec::new()
     }
 
-    /// One ListObjectsV2 page of keys under `prefix`'s key, from `token` (`None`: the first
-    /// page); `recursive = false` groups keys below the next `/` into prefixes.
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage>;
+    /// One ListObjectsV2 page of keys under `prefix`'s key, as `opts` asks.
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage>;
 
     /// One DeleteObject.
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()>;
@@ -307,11 +301,19 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         paginate(&self.cfg().retry, move |token| {
             let prefix = prefix.clone();
             async move {
+                let opts = ListOptions::from(recursive, token);
                 self.inner
-                    .send(self.inner.wire.list_page(&prefix, recursive, token))
+                    .send(self.inner.wire.list_page(&prefix, &opts))
                     .await
             }
         })
+    }
+
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        retry(&self.cfg().retry, || {
+            self.inner.send(self.inner.wire.list_page(prefix, opts))
+        })
+        .await
     }
 
     async fn put_opts(

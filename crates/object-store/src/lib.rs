@@ -14,8 +14,10 @@
 //! Conditional writes (`PutMode::Create`/`Update`) are S3's `If-None-Match: *` and `If-Match`
 //! on PutObject and CompleteMultipartUpload; attributes (content headers, user metadata) are
 //! stored with the object and returned on GET and HEAD; `MultipartStore` drives S3's
-//! multipart calls with sluice's retries. What it does not do (each an
-//! `Error::NotImplemented` naming the operation): version ids, tags, attributes S3 has no
+//! multipart calls and `PaginatedListStore` single ListObjectsV2 pages, with sluice's
+//! retries. What it does not do (each an
+//! `Error::NotImplemented` naming the operation): version ids, tags, delimiters other than
+//! `/` in `PaginatedListStore`, attributes S3 has no
 //! header for here (the storage class), and — on the objectstore backend only — conditional
 //! writes large enough to go multipart (object_store keeps that condition to itself).
 //!
@@ -33,6 +35,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use object_store::list::{PaginatedListOptions, PaginatedListResult, PaginatedListStore};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{
@@ -41,6 +44,7 @@ use object_store::{
     PutPayload, PutResult, TagSet, UploadPart,
 };
 use sluice_backend_objectstore::attributes::{from_object_store, to_object_store};
+use sluice_core::listing::ListOptions;
 use sluice_core::multipart::{Multipart, UploadedPart};
 use sluice_core::{ByteRange, Error, ListEntry, ObjectUri, Segment, WriteOptions};
 use std::ops::Range;
@@ -454,26 +458,7 @@ impl object_store::ObjectStore for SluiceObjectStore {
             .try_collect()
             .await
             .map_err(|e| generic(Box::new(e)))?;
-        let mut out = ListResult {
-            common_prefixes: Vec::new(),
-            objects: Vec::new(),
-            extensions: Default::default(),
-        };
-        for e in entries {
-            match e {
-                ListEntry::Object(m) => {
-                    let p = Path::parse(m.uri.key())
-                        .map_err(|e| object_store::Error::InvalidPath { source: e })?;
-                    out.objects.push(meta(p, &m));
-                }
-                ListEntry::Prefix(u) => {
-                    let p = Path::parse(u.key().trim_end_matches('/'))
-                        .map_err(|e| object_store::Error::InvalidPath { source: e })?;
-                    out.common_prefixes.push(p);
-                }
-            }
-        }
-        Ok(out)
+        list_result(entries)
     }
 
     async fn copy_opts(
@@ -510,6 +495,69 @@ impl object_store::ObjectStore for SluiceObjectStore {
             .await
             .map(drop)
     }
+}
+
+/// One ListObjectsV2 page as object_store asks for it: a raw key prefix ("fo" lists
+/// "foo/..." and "fob/..."), no delimiter or "/", a page size, a start key, and the previous
+/// page's continuation token as the page token.
+#[async_trait]
+impl PaginatedListStore for SluiceObjectStore {
+    async fn list_paginated(
+        &self,
+        prefix: Option<&str>,
+        opts: PaginatedListOptions,
+    ) -> object_store::Result<PaginatedListResult> {
+        let recursive = match opts.delimiter.as_deref() {
+            None => true,
+            Some("/") => false,
+            Some(d) => {
+                return Err(not_implemented(&format!(
+                    "listing with the delimiter {d:?}"
+                )));
+            }
+        };
+        let uri =
+            ObjectUri::new(&self.bucket, prefix.unwrap_or("")).map_err(|e| generic(e.into()))?;
+        let list = ListOptions {
+            recursive,
+            token: opts.page_token,
+            max_keys: opts.max_keys.map(|m| m.min(1000) as u32),
+            start_after: opts.offset,
+        };
+        let page = self
+            .store
+            .list_page(&uri, &list)
+            .await
+            .map_err(|e| generic(Box::new(e)))?;
+        Ok(PaginatedListResult {
+            result: list_result(page.entries)?,
+            page_token: page.next_token,
+        })
+    }
+}
+
+/// Listing entries as object_store's: objects, and prefixes without their trailing `/`.
+fn list_result(entries: Vec<ListEntry>) -> object_store::Result<ListResult> {
+    let mut out = ListResult {
+        common_prefixes: Vec::new(),
+        objects: Vec::new(),
+        extensions: Default::default(),
+    };
+    for e in entries {
+        match e {
+            ListEntry::Object(m) => {
+                let p = Path::parse(m.uri.key())
+                    .map_err(|e| object_store::Error::InvalidPath { source: e })?;
+                out.objects.push(meta(p, &m));
+            }
+            ListEntry::Prefix(u) => {
+                let p = Path::parse(u.key().trim_end_matches('/'))
+                    .map_err(|e| object_store::Error::InvalidPath { source: e })?;
+                out.common_prefixes.push(p);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// S3's multipart calls, one by one, with sluice's retries: object_store's part index `i`

@@ -159,6 +159,14 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).writer(uri, opts).await
     }
 
+    async fn list_page(
+        &self,
+        prefix: &ObjectUri,
+        opts: &sluice_core::listing::ListOptions,
+    ) -> Result<sluice_core::listing::ListPage> {
+        self.pick(prefix).list_page(prefix, opts).await
+    }
+
     fn multipart(&self, uri: &ObjectUri) -> Option<sluice_core::multipart::Multipart> {
         self.pick(uri).multipart(uri)
     }

@@ -3,7 +3,7 @@
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::{ListPage, UploadMarker, UploadsPage};
+use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
@@ -203,14 +203,9 @@ impl<W: Wire> Wire for Faulty<W> {
         self.inner.config()
     }
 
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         self.call(Op::List, prefix)?;
-        self.inner.list_page(prefix, recursive, token).await
+        self.inner.list_page(prefix, opts).await
     }
 
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {

@@ -3,7 +3,7 @@
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::{ListPage, Upload, UploadMarker, UploadsPage};
+use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart, multipart_etag};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
@@ -429,12 +429,14 @@ impl Wire for MemoryWire {
 
     /// Keys in order, from after `token` (the last key or prefix of the previous page);
     /// without recursion, keys below the next `/` are one prefix entry.
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        recursive: bool,
-        token: Option<String>,
-    ) -> Result<ListPage> {
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        let (recursive, token) = (
+            opts.recursive,
+            opts.token.clone().or(opts.start_after.clone()),
+        );
+        let page_size = opts
+            .max_keys
+            .map_or(self.page_size, |m| (m as usize).min(self.page_size));
         let st = self.state();
         let mut entries: BTreeMap<String, ListEntry> = BTreeMap::new();
         let mut prefixes = BTreeSet::new();
@@ -468,8 +470,8 @@ impl Wire for MemoryWire {
             .into_iter()
             .filter(|(k, _)| token.as_ref().is_none_or(|t| k > t))
             .collect();
-        let truncated = after.len() > self.page_size;
-        let page: Vec<(String, ListEntry)> = after.into_iter().take(self.page_size).collect();
+        let truncated = after.len() > page_size;
+        let page: Vec<(String, ListEntry)> = after.into_iter().take(page_size).collect();
         let next = truncated.then(|| page.last().map(|(k, _)| k.clone()).unwrap_or_default());
         ListPage::new(
             &prefix.to_string(),
