@@ -411,19 +411,33 @@ impl StoreConfig {
 
 fn profile_files(get: &dyn Fn(&str) -> Option<String>) -> EnvConfigFiles {
     let home = get("HOME").map(PathBuf::from);
+    // A file named by its variable is the user's word: missing, it is an error naming it.
+    // The files under ~/.aws are only where profiles live by default: missing, they are
+    // absent, as aws-config treats its own defaults. Handed to aws-config as paths anyway,
+    // a missing ~/.aws/config was a "failed to parse profile" warning per client and ended
+    // the credential chain before the instance and container providers were tried.
     let file = |var: &str, name: &str| {
-        get(var)
-            .map(PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+        get(var).map(PathBuf::from).or_else(|| {
+            home.as_ref()
+                .map(|h| h.join(".aws").join(name))
+                .filter(|p| p.exists())
+        })
     };
     let mut b = EnvConfigFiles::builder()
         .include_default_config_file(false)
         .include_default_credentials_file(false);
+    let mut any = false;
     if let Some(p) = file("AWS_CONFIG_FILE", "config") {
         b = b.with_file(EnvConfigFileKind::Config, p);
+        any = true;
     }
     if let Some(p) = file("AWS_SHARED_CREDENTIALS_FILE", "credentials") {
         b = b.with_file(EnvConfigFileKind::Credentials, p);
+        any = true;
+    }
+    if !any {
+        // No profile files at all: an empty set (aws-config refuses a set of none).
+        b = b.with_contents(EnvConfigFileKind::Config, "");
     }
     b.build()
 }
@@ -783,6 +797,24 @@ mod tests {
         assert_eq!(got.access_key_id(), "AKIAPROFILE");
         assert_eq!(got.secret_access_key(), "profile-secret");
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A home with ~/.aws/credentials and no ~/.aws/config (what `aws configure` leaves on
+    /// some machines): the missing file is absent, not an error that ends the chain.
+    #[tokio::test]
+    async fn a_missing_default_config_file_is_absent_not_an_error() {
+        let home = std::env::temp_dir().join(format!("sluice-home-{}", std::process::id()));
+        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        std::fs::write(
+            home.join(".aws/credentials"),
+            "[default]\naws_access_key_id = AKIAHOME\naws_secret_access_key = home-secret\n",
+        )
+        .unwrap();
+        let c = resolve(&[("HOME", home.to_str().unwrap())]).await.unwrap();
+        assert_eq!(c.region, "us-east-1");
+        let got = c.credentials.get("test").await.unwrap().unwrap();
+        assert_eq!(got.access_key_id(), "AKIAHOME");
+        std::fs::remove_dir_all(home).ok();
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 //! bytes releases the GIL.
 
 mod client;
+mod compress;
 mod errors;
 mod listing;
 mod loader;
@@ -26,6 +27,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::install()?;
     m.add_class::<client::Client>()?;
     m.add_class::<object::Object>()?;
+    m.add_class::<object::BytesView>()?;
+    m.add_class::<compress::ZstdEncoder>()?;
+    m.add_function(wrap_pyfunction!(object::bytes_view, m)?)?;
     m.add_class::<loader::Dataset>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<testing::TestServer>()?;

@@ -36,7 +36,7 @@ pub fn bytes_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     Ok(Bytes::from(copy))
 }
 
-#[pyclass(frozen, module = "sluice", name = "Object")]
+#[pyclass(frozen, subclass, module = "sluice", name = "Object")]
 #[derive(Debug)]
 pub struct Object {
     uri: String,
@@ -47,6 +47,28 @@ impl Object {
     pub fn new(uri: String, data: Bytes) -> Self {
         Self { uri, data }
     }
+}
+
+/// s3dlio's name for its zero-copy result (`isinstance(x, s3dlio.BytesView)`, its repr):
+/// an `Object` over the same bytes, so everything an `Object` does it does, without a copy.
+#[pyclass(frozen, extends = Object, module = "sluice.compat.s3dlio", name = "BytesView")]
+#[derive(Debug)]
+pub struct BytesView;
+
+#[pymethods]
+impl BytesView {
+    fn __repr__(slf: &Bound<'_, Self>) -> String {
+        format!("BytesView({} bytes)", slf.as_super().get().data.len())
+    }
+}
+
+/// `obj` as a `BytesView` sharing its bytes (the compat module's results).
+#[pyfunction]
+pub fn bytes_view(py: Python<'_>, obj: &Bound<'_, Object>) -> PyResult<Py<BytesView>> {
+    let o = obj.get();
+    let init = PyClassInitializer::from(Object::new(o.uri.clone(), o.data.clone()))
+        .add_subclass(BytesView);
+    Py::new(py, init)
 }
 
 #[pymethods]

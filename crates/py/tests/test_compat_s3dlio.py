@@ -223,8 +223,31 @@ def test_checkpoint_writers_for_every_scheme(server, prefix, tmp_path):
             w.finalize()
     with pytest.raises(RuntimeError, match="create_filesystem_writer"):
         s3dlio.create_filesystem_writer(f"s3://{server.bucket}/x", None)
-    with pytest.raises(RuntimeError, match="zstd"):
-        opts.with_compression("zstd", 3)
+    with pytest.raises(RuntimeError, match="Unsupported compression type: gzip"):
+        opts.with_compression("gzip", 3)
+    with pytest.raises(RuntimeError, match="level"):
+        opts.with_compression("zstd", 99)
+
+
+def test_zstd_writers_write_one_frame_under_zst_names_as_s3dlio(server, prefix, tmp_path):
+    zstandard = pytest.importorskip("zstandard")
+    data = b"A" * (8 << 10) + os.urandom(1 << 20)
+    opts = s3dlio.PyWriterOptions()
+    opts.with_compression("ZSTD", None)  # the level defaults to 3, as s3dlio's
+    assert opts.compression == 3
+    for create, uri, stored in [
+        (s3dlio.create_s3_writer, f"s3://{server.bucket}/{prefix}c.bin", f"s3://{server.bucket}/{prefix}c.bin.zst"),
+        (s3dlio.create_s3_writer, f"s3://{server.bucket}/{prefix}d.zst", f"s3://{server.bucket}/{prefix}d.zst"),
+        (s3dlio.create_filesystem_writer, f"file://{tmp_path}/e.zst", f"file://{tmp_path}/e.zst.zst"),
+    ]:
+        w = create(uri, opts)
+        for off in range(0, len(data), 100_000):
+            w.write_chunk(data[off : off + 100_000])
+        raw, packed = w.finalize()
+        frame = bytes(s3dlio.get(stored))
+        assert raw == len(data) == w.bytes_written() and packed == len(frame) < len(data)
+        assert frame[:4] == b"\x28\xb5\x2f\xfd"
+        assert zstandard.ZstdDecompressor().decompressobj().decompress(frame) == data
 
 
 def test_generate_npz_bytes_has_exactly_the_shape_and_random_content():
@@ -435,3 +458,102 @@ def test_multi_endpoint_store_spreads_counts_and_goes_around_a_dead_endpoint(ser
         s3dlio.create_multi_endpoint_store([server.endpoint], strategy="fastest")
     with pytest.raises(RuntimeError, match="at least one endpoint"):
         s3dlio.create_multi_endpoint_store([])
+
+
+class _OnlyBytes:
+    def __bytes__(self):
+        return b"from __bytes__"
+
+
+def test_put_bytes_put_many_and_their_async_forms(server, prefix):
+    import asyncio
+
+    base = f"s3://{server.bucket}/{prefix}"
+    s3dlio.put_bytes(base + "b", _OnlyBytes())
+    assert bytes(s3dlio.get(base + "b")) == b"from __bytes__"
+    with pytest.raises(TypeError, match="bytes-like"):
+        s3dlio.put_bytes(base + "n", 42)  # not 42 zero bytes, as s3dlio's bytes(42) would
+    s3dlio.put_many([(base + f"m{i}", bytes([i]) * i) for i in range(1, 6)], max_in_flight=2)
+    assert [len(s3dlio.get(base + f"m{i}")) for i in range(1, 6)] == [1, 2, 3, 4, 5]
+
+    async def main():
+        fut = s3dlio.put_bytes_async(base + "a", bytearray(b"async"))
+        assert isinstance(fut, asyncio.Future)
+        await fut
+        await s3dlio.put_many_async([(base + "am", memoryview(b"mv"))])
+
+    asyncio.run(main())
+    assert bytes(s3dlio.get(base + "a")) == b"async" and bytes(s3dlio.get(base + "am")) == b"mv"
+    with pytest.raises(RuntimeError):
+        s3dlio.put_bytes_async(base + "x", b"no loop")
+
+
+def test_multi_endpoint_stores_from_a_template_a_file_and_the_environment(server, tmp_path, monkeypatch):
+    host, port = server.endpoint.split("://")[1].rsplit(":", 1)
+    store = s3dlio.create_multi_endpoint_store_from_template(f"http://{host}:{{{port}...{port}}}", None)
+    assert store.endpoint_count() == 1 and store.strategy() == "round_robin"
+    assert s3dlio._expand_template("e{1...2}x{5...6}") == ["e1x5", "e1x6", "e2x5", "e2x6"]
+    assert s3dlio._expand_template("h{01...03}") == ["h1", "h2", "h3"]
+    with pytest.raises(RuntimeError, match="start \\(3\\) > end \\(1\\)"):
+        s3dlio.create_multi_endpoint_store_from_template("http://h{3...1}:9000", None)
+    listing = tmp_path / "endpoints.txt"
+    listing.write_text(f"# the cluster\n\n  {server.endpoint}  \n{server.endpoint}\n")
+    assert s3dlio.create_multi_endpoint_store_from_file(str(listing), "least_connections").endpoint_count() == 2
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(RuntimeError, match="No URIs found"):
+        s3dlio.create_multi_endpoint_store_from_file(str(tmp_path / "empty.txt"), None)
+    with pytest.raises(RuntimeError, match="Failed to read URI file"):
+        s3dlio.create_multi_endpoint_store_from_file(str(tmp_path / "missing.txt"), None)
+    monkeypatch.setenv("S3_ENDPOINT_URIS", f"{server.endpoint},{server.endpoint}")
+    assert s3dlio.create_multi_endpoint_store_from_env(None).endpoint_count() == 2
+
+
+def test_results_are_bytes_views_as_in_s3dlio(server, prefix):
+    import sluice
+
+    base = f"s3://{server.bucket}/{prefix}"
+    s3dlio.put_bytes(base + "v", b"hello")
+    for got in (
+        s3dlio.get(base + "v"),
+        s3dlio.get_range(base + "v", 0, 5),
+        s3dlio.get_many([base + "v"])[0][1],
+        next(iter(s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris([base + "v"])).items())),
+    ):
+        assert isinstance(got, s3dlio.BytesView) and isinstance(got, sluice.Object)
+        assert repr(got) == "BytesView(5 bytes)"
+        assert len(got) == 5 and got.to_bytes() == b"hello" and bytes(got.memoryview()) == b"hello"
+        assert memoryview(got).readonly  # a view of the loader's bytes, not a copy
+    assert not isinstance(sluice.Client().get(base + "v"), s3dlio.BytesView)
+
+
+def test_multi_endpoint_store_over_directories(tmp_path):
+    import asyncio
+
+    dirs = [tmp_path / f"endpoint{i}" for i in range(3)]
+    for d in dirs:
+        d.mkdir()
+    store = s3dlio.create_multi_endpoint_store([f"file://{d}" for d in dirs], "round_robin")
+
+    async def main():
+        # A URI under an endpoint stays there; relative paths take the endpoints in turn.
+        await store.put(f"file://{dirs[1]}/a.bin", b"0123456789")
+        got = await store.get(f"file://{dirs[1]}/a.bin")
+        assert isinstance(got, s3dlio.BytesView) and bytes(got) == b"0123456789"
+        assert bytes(await store.get_range(f"file://{dirs[1]}/a.bin", 2, 3)) == b"234"
+        for i in range(3):
+            await store.put(f"rel{i}.bin", bytes([i]))
+        assert sorted(await store.list(f"file://{dirs[1]}/")) == [f"file://{dirs[1]}/a.bin", f"file://{dirs[1]}/rel1.bin"]
+        await store.delete(f"file://{dirs[1]}/a.bin")
+        with pytest.raises(FileNotFoundError):
+            await store.get(f"file://{dirs[1]}/a.bin")
+
+    asyncio.run(main())
+    assert [(d / f"rel{i}.bin").read_bytes() for i, d in enumerate(dirs)] == [b"\x00", b"\x01", b"\x02"]
+    stats = store.get_endpoint_stats()
+    assert [s["uri"] for s in stats] == [f"file://{d}" for d in dirs]
+    assert stats[1]["total_requests"] == 7 and stats[1]["bytes_written"] == 11 and stats[1]["error_count"] == 1
+    assert stats[1]["bytes_read"] == 13 and store.get_total_stats()["total_requests"] == 9
+    with pytest.raises(RuntimeError, match="none of the endpoints"):
+        asyncio.run(store.get(f"file://{tmp_path}/elsewhere"))
+    with pytest.raises(RuntimeError, match="same URI scheme"):
+        s3dlio.create_multi_endpoint_store([f"file://{dirs[0]}", "s3://bucket/key"], None)

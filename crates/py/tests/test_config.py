@@ -79,6 +79,28 @@ def test_a_profile_wins_over_keys_in_the_environment(server, client, prefix, tmp
     assert len(sluice.Client(endpoint=server.endpoint, profile="training").get(u)) == 10
 
 
+def test_a_home_without_aws_config_prints_nothing_and_still_finds_credentials(server, prefix, tmp_path):
+    """A home with ~/.aws/credentials and no ~/.aws/config, no region in the environment:
+    no "failed to parse profile" on stderr (it was printed once per client), and the
+    profile's keys are found."""
+    import os
+    import subprocess
+    import sys
+
+    [u] = server.fill(prefix, 1, 10)
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text(
+        f"[default]\naws_access_key_id = {server.access_key}\naws_secret_access_key = {server.secret_key}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true", EP=server.endpoint, URI=u)
+    code = "import os, sluice; print(len(sluice.Client(endpoint=os.environ['EP']).get(os.environ['URI'])))"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "10"
+    assert "failed to parse profile" not in run.stderr, run.stderr
+
+
 def uri_and_len(obj):
     # Module level: spawned workers unpickle the transform.
     return obj.uri, len(obj)

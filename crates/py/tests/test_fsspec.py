@@ -75,3 +75,27 @@ def test_bad_options_are_named(server):
         SluiceFileSystem(config=sluice.Config(), endpoint=server.endpoint, skip_instance_cache=True)
     with pytest.raises(ValueError, match="bucket"):
         SluiceFileSystem(endpoint=server.endpoint, skip_instance_cache=True).cat_file("sluice://")
+
+
+def test_modes_modified_and_mkdir_as_documented(server, fs, prefix):
+    base = f"{server.bucket}/{prefix}"
+    fs.pipe_file(base + "x", b"1")
+    with pytest.raises(FileExistsError):
+        fs.pipe_file(base + "x", b"2", mode="create")
+    fs.pipe_file(base + "x", b"3", mode="overwrite")
+    assert fs.cat_file(base + "x") == b"3"
+    with pytest.raises(FileExistsError):
+        fs.open(base + "x", "xb")
+    with pytest.raises(ValueError, match="appended"):
+        fs.open(base + "x", "ab")
+    m = fs.modified(base + "x")
+    assert m.tzinfo is not None and abs(m.timestamp() - fs.info(base + "x")["mtime"]) < 1
+    with pytest.raises(IsADirectoryError):
+        fs.modified(server.bucket + "/" + prefix.rstrip("/"))
+    # No bucket is ever created; a prefix needs nothing.
+    with pytest.raises(FileExistsError, match=server.bucket):
+        fs.mkdir(server.bucket)
+    fs.makedirs(server.bucket, exist_ok=True)
+    fs.mkdir(base + "new/dir")
+    with pytest.raises(FileNotFoundError, match="creates none"):
+        fs.mkdir("no-such-bucket-here")

@@ -15,7 +15,8 @@ _roots = itertools.count()
 
 class SluiceFixtures(abstract.AbstractFixtures):
     @pytest.fixture(scope="class")
-    def fs(self, server):
+    @classmethod
+    def fs(cls, server):
         return SluiceFileSystem(endpoint=server.endpoint, skip_instance_cache=True)
 
     @pytest.fixture

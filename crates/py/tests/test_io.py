@@ -114,11 +114,40 @@ def test_bad_modes_and_missing_objects_are_named(server, client, prefix):
     u = uri(server, prefix, "nothing-here")
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         sluice.open(u, "rb", client=client)
-    for mode in ("r", "w", "ab", "r+b"):
+    for mode in ("r", "w", "ab", "r+b", "xt"):
         with pytest.raises(ValueError, match="mode"):
             sluice.open(u, mode, client=client)
     with pytest.raises(ValueError, match="part_size"):
         sluice.open(u, "rb", part_size=1 << 20)
+
+
+def test_exclusive_creation_and_conditional_puts(server, client, prefix):
+    u = uri(server, prefix, "ckpt")
+    with sluice.open(u, "xb", client=client) as f:
+        f.write(b"first")
+    with pytest.raises(FileExistsError, match="ckpt"):
+        sluice.open(u, "xb", client=client)
+    # A writer that lost the race after opening: the store refuses it at close.
+    w = sluice.open(uri(server, prefix, "race"), "xb", client=client)
+    client.put(uri(server, prefix, "race"), b"the other writer")
+    w.write(b"mine")
+    with pytest.raises(FileExistsError, match="race"):
+        w.close()
+    assert bytes(client.get(uri(server, prefix, "race"))) == b"the other writer"
+    with pytest.raises(FileExistsError, match="ckpt"):
+        client.put(u, b"again", mode="create")
+    etag = client.stat(u)["etag"]
+    client.put(u, b"second", if_match=etag)
+    with pytest.raises(sluice.S3Error) as stale:
+        client.put(u, b"third", if_match=etag)
+    assert stale.value.status == 412 and stale.value.code == "PreconditionFailed"
+    assert bytes(client.get(u)) == b"second"
+    with pytest.raises(ValueError, match="if_match"):
+        client.put(u, b"x", mode="create", if_match=etag)
+    with pytest.raises(ValueError, match="mode"):
+        client.put(u, b"x", mode="append")
+    with pytest.raises(ValueError, match="appended"):
+        sluice.open(u, "ab", client=client)
 
 
 def test_the_default_client_and_numpy_load(server, prefix):

@@ -5,6 +5,8 @@ from os import PathLike
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union, final
 
+from typing_extensions import disjoint_base
+
 from ._config import Config
 from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteResult
 
@@ -12,6 +14,8 @@ from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteRes
 __all__ = [
     "Client",
     "Object",
+    "BytesView",
+    "ZstdEncoder",
     "Dataset",
     "Loader",
     "TestServer",
@@ -38,6 +42,7 @@ __all__ = [
     "set_runtime_threads",
     "_next_log",
     "parquet_row_groups",
+    "bytes_view",
     "parquet_get_rg",
     "parquet_cache_invalidate",
     "parquet_cache_clear",
@@ -62,7 +67,7 @@ class S3Error(OSError):
     request_id: Optional[str]
     uri: str
 
-@final
+@disjoint_base
 class Object:
     """One object's bytes over the loader's memory. Supports the buffer protocol (read-only):
     ``memoryview(obj)`` and ``numpy.frombuffer(obj)`` copy nothing; ``bytes(obj)`` copies.
@@ -79,6 +84,20 @@ class Object:
         def __buffer__(self, flags: int, /) -> memoryview: ...
     def to_bytes(self) -> bytes: ...
     def memoryview(self) -> memoryview: ...
+
+
+@final
+class BytesView(Object):
+    """s3dlio's name for a zero-copy result (``sluice.compat.s3dlio``): an ``Object``."""
+
+def bytes_view(obj: Object) -> BytesView: ...
+@final
+class ZstdEncoder:
+    """Streamed zstd compression (one frame) for the s3dlio compat module's writers."""
+
+    def __new__(cls, level: int) -> "ZstdEncoder": ...
+    def compress(self, data: Any) -> bytes: ...
+    def finish(self) -> bytes: ...
 
 @final
 class Writer:

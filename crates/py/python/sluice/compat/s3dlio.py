@@ -45,6 +45,7 @@ import sluice
 from sluice import _native
 
 __all__ = [
+    "BytesView",
     "PyDataset",
     "PyBytesAsyncDataLoader",
     "MultipartUploadWriter",
@@ -266,23 +267,29 @@ def configure_tokio_threads(n: int = 0) -> None:
 # --- objects
 
 
+BytesView = _native.BytesView
+"""s3dlio's zero-copy result: a ``sluice.Object`` (buffer protocol, ``memoryview()``,
+``to_bytes()``, ``len``) named and printed as s3dlio's."""
+_view = _native.bytes_view
+
+
 @_errors
-def get(uri: str) -> sluice.Object:
+def get(uri: str) -> BytesView:
     """The whole object, as a read-only buffer (``len``, ``bytes()``, ``memoryview()``)."""
-    return _client().get(uri)
+    return _view(_client().get(uri))
 
 
 @_errors
-def get_range(uri: str, offset: int, length: Optional[int] = None) -> sluice.Object:
+def get_range(uri: str, offset: int, length: Optional[int] = None) -> BytesView:
     """``length`` bytes from ``offset``; to the end when ``length`` is None or 0 (as s3dlio)."""
-    return _client().get_range(uri, offset, length or None)
+    return _view(_client().get_range(uri, offset, length or None))
 
 
 @_errors
-def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Tuple[str, sluice.Object]]:
+def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Tuple[str, BytesView]]:
     """``(uri, data)`` for every URI, in input order, ``max_in_flight`` at a time."""
     uris = _builtin_list(uris)
-    return _builtin_list(zip(uris, _client().get_many(uris, max_in_flight)))
+    return [(u, _view(o)) for u, o in zip(uris, _client().get_many(uris, max_in_flight))]
 
 
 def _truthy(name: str) -> bool:
@@ -543,13 +550,13 @@ class _Items:
         return self
 
     @_errors
-    def __next__(self) -> sluice.Object:
-        return next(self._loader)
+    def __next__(self) -> BytesView:
+        return _view(next(self._loader))
 
     @_errors
-    def collect_batch(self, n: int) -> List[sluice.Object]:
+    def collect_batch(self, n: int) -> List[BytesView]:
         """Up to ``n`` objects; ``[]`` once everything was delivered."""
-        return self._loader.collect_batch(n)
+        return [_view(o) for o in self._loader.collect_batch(n)]
 
     def stats(self) -> sluice.LoaderStats:
         return self._loader.stats()
@@ -693,10 +700,14 @@ class MultipartUploadWriter:
 
 class PyWriterOptions:
     """Options of ``create_*_writer``: a buffer size (accepted; sluice streams at its own
-    part size) and compression (only "none": sluice does not compress objects)."""
+    part size) and compression: ``with_compression("zstd", level)`` writes one zstd frame,
+    streamed, under the name with ``.zst`` appended (as s3dlio: always for files, unless the
+    name already ends in ``.zst`` for S3), and nothing decompresses it on read."""
 
     def __init__(self) -> None:
         self.buffer_size: Optional[int] = None
+        self.compression: Optional[int] = None
+        """The zstd level, or None for no compression."""
 
     def with_buffer_size(self, size: int) -> "PyWriterOptions":
         if size <= 0:
@@ -705,8 +716,17 @@ class PyWriterOptions:
         return self
 
     def with_compression(self, compression_type: str, level: Optional[int] = None) -> "PyWriterOptions":
-        if compression_type.lower() != "none":
-            raise InvalidArgumentError(f"compression {compression_type!r} is not supported by sluice (only 'none')")
+        kind = compression_type.lower()
+        if kind == "none":
+            self.compression = None
+        elif kind == "zstd":
+            self.compression = 3 if level is None else int(level)
+            try:
+                _native.ZstdEncoder(self.compression)  # a level zstd refuses fails here, named
+            except ValueError as e:
+                raise InvalidArgumentError(str(e)) from None
+        else:
+            raise InvalidArgumentError(f"Unsupported compression type: {compression_type} (zstd or none)")
         return self
 
 
@@ -714,10 +734,14 @@ class PyObjectWriter:
     """A streaming writer from ``create_*_writer``: ``write_chunk`` as often as needed, then
     ``finalize()`` → (bytes_written, compressed_bytes)."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, compression: Optional[int] = None):
+        if compression is not None and (uri.startswith(("file://", "direct://")) or not uri.endswith(".zst")):
+            uri += ".zst"
         self._uri = uri
+        self._zstd = None if compression is None else _native.ZstdEncoder(compression)
         self._writer = _client().writer(uri)
-        self._final: Optional[int] = None
+        self._raw = 0
+        self._final: Optional[Tuple[int, int]] = None
         self._lock = threading.Lock()
 
     @_errors
@@ -725,6 +749,12 @@ class PyObjectWriter:
         with self._lock:
             if self._final is not None:
                 raise RuntimeError(f"{self._uri}: writer already finalized")
+            data = _bytes_like(data)
+            self._raw += memoryview(data).nbytes
+            if self._zstd is not None:
+                data = self._zstd.compress(data)
+                if not data:
+                    return
             self._writer.write(data)
 
     write_owned_bytes = write_chunk
@@ -734,39 +764,43 @@ class PyObjectWriter:
         with self._lock:
             if self._final is not None:
                 raise RuntimeError("Writer already finalized")
+            if self._zstd is not None:
+                self._writer.write(self._zstd.finish())
             info = self._writer.close()
-            self._final = info["total_bytes"]
-        return (self._final, self._final)
+            self._final = (self._raw, info["total_bytes"])
+        return self._final
 
     def bytes_written(self) -> int:
-        return self._final if self._final is not None else self._writer.bytes_written
+        """Bytes given to ``write_chunk`` (before compression)."""
+        return self._raw
 
     def compressed_bytes(self) -> int:
-        return self.bytes_written()
+        """Bytes stored: as written, or the zstd frame's so far."""
+        return self._final[1] if self._final is not None else self._writer.bytes_written
 
     def abort(self) -> None:
         self._writer.abort()
 
 
-def _writer_for(uri: str, schemes: Tuple[str, ...], what: str) -> PyObjectWriter:
+def _writer_for(uri: str, options: Optional[PyWriterOptions], schemes: Tuple[str, ...], what: str) -> PyObjectWriter:
     if not uri.startswith(schemes):
         raise InvalidArgumentError(f"{what} needs a {' or '.join(schemes)} URI, got {uri!r}")
-    return PyObjectWriter(uri)
+    return PyObjectWriter(uri, None if options is None else options.compression)
 
 
 @_errors
 def create_s3_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
-    return _writer_for(uri, ("s3://",), "create_s3_writer")
+    return _writer_for(uri, options, ("s3://",), "create_s3_writer")
 
 
 @_errors
 def create_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
-    return _writer_for(uri, ("file://",), "create_filesystem_writer")
+    return _writer_for(uri, options, ("file://",), "create_filesystem_writer")
 
 
 @_errors
 def create_direct_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
-    return _writer_for(uri, ("direct://",), "create_direct_filesystem_writer")
+    return _writer_for(uri, options, ("direct://",), "create_direct_filesystem_writer")
 
 
 _STRATEGIES = ("round_robin", "least_connections")
@@ -782,6 +816,13 @@ class MultiEndpointStore:
     to another. Endpoints are ``http(s)://host:port`` or s3dlio's ``s3://host:port/bucket/``;
     with the latter, a relative path or a URI under any endpoint's prefix names the same
     object on every endpoint, as in s3dlio.
+
+    Endpoints may also be directories (``file://`` or ``direct://``, one scheme for all): each
+    is a store of its own. A URI under one goes to that one, unchanged; a relative path goes
+    to the next by the strategy (round robin in turn, least connections to the one with the
+    fewest requests running). s3dlio moves every request to the endpoint its strategy picks,
+    so an object put under one directory is read from another (four of its own tests fail on
+    that); here an object is always where its URI says.
     """
 
     def __init__(self, uris: Sequence[str], strategy: Optional[str]) -> None:
@@ -802,10 +843,18 @@ class MultiEndpointStore:
             )
         self._uris = uris
         self._strategy = strategy
+        self._clients: Dict[int, sluice.Client] = {}
+        self._local = all(u.startswith(("file://", "direct://")) for u in uris)
+        if self._local:
+            self._roots = [u.rstrip("/") for u in uris]
+            self._counts = [{"requests": 0, "bytes_read": 0, "bytes_written": 0, "failures": 0, "in_flight": 0} for _ in uris]
+            self._turn = 0
+            self._lock = threading.Lock()
+            self._kwargs = {}
+            return
         # s3://host:port/bucket/prefix → (s3://host:port/, "bucket/prefix")
         self._prefixes = [u for u in uris if u.startswith("s3://")]
         self._kwargs = _client_options(endpoints=uris)
-        self._clients: Dict[int, sluice.Client] = {}
         self._client  # a bad endpoint fails here, not at the first request
 
     @property
@@ -829,26 +878,69 @@ class MultiEndpointStore:
             return "s3://" + rest.rstrip("/") + "/" + uri.lstrip("/")
         return uri
 
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+    def _local_target(self, uri: str) -> Tuple[int, str]:
+        """The directory endpoint `uri` is under (unchanged), or for a relative path the
+        strategy's pick and the path under it."""
+        for i, root in enumerate(self._roots):
+            if uri == root or uri.startswith(root + "/"):
+                return i, uri
+        if "://" in uri:
+            raise InvalidArgumentError(f"{uri!r} is under none of the endpoints {self._roots}")
+        with self._lock:
+            if self._strategy == "round_robin":
+                i = self._turn % len(self._roots)
+                self._turn += 1
+            else:
+                i = min(range(len(self._roots)), key=lambda j: self._counts[j]["in_flight"])
+        return i, f"{self._roots[i]}/{uri.lstrip('/')}"
+
+    async def _run(self, fn: Callable[..., _T], uri: str, *args: Any, sent: int = 0) -> _T:
         import asyncio
 
-        return await asyncio.to_thread(_errors(fn), *args)
+        if not self._local:
+            return await asyncio.to_thread(_errors(fn), self._uri(uri), *args)
+        i, target = self._local_target(uri)
+        c = self._counts[i]
+        with self._lock:
+            c["requests"] += 1
+            c["in_flight"] += 1
+            c["bytes_written"] += sent
+        try:
+            out = await asyncio.to_thread(_errors(fn), target, *args)
+        except BaseException:
+            with self._lock:
+                c["failures"] += 1
+            raise
+        finally:
+            with self._lock:
+                c["in_flight"] -= 1
+        if isinstance(out, sluice.Object):
+            with self._lock:
+                c["bytes_read"] += len(out)
+        return out
 
     async def get(self, uri: str) -> Any:
-        return await self._run(self._client.get, self._uri(uri))
+        return _view(await self._run(self._client.get, uri))
 
     async def get_range(self, uri: str, offset: int, length: Optional[int] = None) -> Any:
         # As s3dlio (and this module's get_range): a length of 0 means to the end.
-        return await self._run(self._client.get_range, self._uri(uri), offset, length or None)
+        return _view(await self._run(self._client.get_range, uri, offset, length or None))
 
     async def put(self, uri: str, data: Any) -> None:
-        await self._run(self._client.put, self._uri(uri), data)
+        data = _bytes_like(data)
+        await self._run(self._client.put, uri, data, sent=memoryview(data).nbytes)
 
     async def list(self, prefix: str, recursive: bool = False) -> List[str]:
-        return await self._run(self._client.list, self._uri(prefix), recursive)
+        return await self._run(self._client.list, prefix, recursive)
 
     async def delete(self, uri: str) -> None:
-        await self._run(self._client.delete, self._uri(uri))
+        await self._run(self._client.delete, uri)
+
+    def _endpoint_counts(self) -> List[Any]:
+        if self._local:
+            with self._lock:
+                return [{"url": root, **c} for root, c in zip(self._roots, self._counts)]
+        return self._client.endpoint_stats()
 
     def get_endpoint_stats(self) -> List[Dict[str, Any]]:
         """Per endpoint, with s3dlio's keys."""
@@ -861,7 +953,7 @@ class MultiEndpointStore:
                 "error_count": e["failures"],
                 "active_requests": e["in_flight"],
             }
-            for e in self._client.endpoint_stats()
+            for e in self._endpoint_counts()
         ]
 
     def get_total_stats(self) -> Dict[str, Any]:
@@ -947,11 +1039,11 @@ def parquet_get_rg(
     col_indices: Optional[Sequence[int]] = None,
     footer_cap: int = _FOOTER_CAP,
     decode: str = "arrow",
-) -> sluice.Object:
+) -> BytesView:
     """Row group ``rg_idx`` (its ``col_indices`` leaf columns, or all): an Arrow IPC stream
     with ``decode="arrow"``, else the raw bytes of its column chunks."""
     cols = None if col_indices is None else _builtin_list(col_indices)
-    return _native.parquet_get_rg(uri, rg_idx, cols, footer_cap, decode, client=_client())
+    return _view(_native.parquet_get_rg(uri, rg_idx, cols, footer_cap, decode, client=_client()))
 
 
 @_errors
