@@ -1009,8 +1009,7 @@ mod tests {
         let external: Vec<&str> = external.split(',').map(str::trim).collect();
         let not_on_garage: Vec<&str> = super::NOT_ON_GARAGE.iter().map(|c| c.0).collect();
         for case in &defined {
-            let ours_only =
-                super::NEEDS_TEST_SERVER.contains(case) || not_on_garage.contains(case);
+            let ours_only = super::NEEDS_TEST_SERVER.contains(case) || not_on_garage.contains(case);
             assert!(
                 external.contains(case) != ours_only,
                 "case {case} must be either in the external suite, in NEEDS_TEST_SERVER or in NOT_ON_GARAGE"
