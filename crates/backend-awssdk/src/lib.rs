@@ -206,11 +206,11 @@ impl MultipartApi for AwsSdkWire {
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
         let s = uri.to_string();
         let create = self.client.create_multipart_upload();
-        let out = with_attributes!(create, attributes)
+        let out = with_attributes!(create, &opts.attributes)
             .bucket(uri.bucket())
             .key(uri.key())
             .set_checksum_algorithm(checksummed.then_some(ChecksumAlgorithm::Crc64Nvme))

@@ -310,7 +310,11 @@ fn publish(
             }
             r => r.map_err(io("link"))?,
         }
-        std::fs::remove_file(tmp).map_err(io("remove"))?;
+        // The object exists from the link on: a temporary name left behind is not a
+        // failed write (which a retry would then find "taken").
+        if let Err(e) = std::fs::remove_file(tmp) {
+            tracing::warn!(%uri, tmp = %tmp.display(), error = %e, "could not remove the temporary name of a created file");
+        }
     } else {
         std::fs::rename(tmp, path).map_err(io("rename"))?;
     }

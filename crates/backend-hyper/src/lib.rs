@@ -273,11 +273,11 @@ impl MultipartApi for HyperWire {
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
         let s = uri.to_string();
         let mut headers = HeaderMap::new();
-        add_attributes(&mut headers, &s, attributes)?;
+        add_attributes(&mut headers, &s, &opts.attributes)?;
         if checksummed {
             let algorithm = HeaderValue::from_static(checksum::ALGORITHM);
             headers.insert("x-amz-checksum-algorithm", algorithm);

@@ -291,10 +291,19 @@ impl MultipartApi for ObjectStoreWire {
         &self,
         uri: &ObjectUri,
         _checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
+        // object_store's MultipartStore has no condition on Complete (it keeps it for its
+        // own copy_if_not_exists): refused before any part is sent.
+        if opts.mode != PutMode::Overwrite {
+            return Err(unsupported(
+                "objectstore",
+                uri,
+                "conditional multipart uploads (PutMode::Create or Update at or above the multipart threshold)",
+            ));
+        }
         let opts = PutMultipartOptions {
-            attributes: attributes::to_object_store(attributes),
+            attributes: attributes::to_object_store(&opts.attributes),
             ..Default::default()
         };
         self.store(uri.bucket())?
@@ -328,8 +337,7 @@ impl MultipartApi for ObjectStoreWire {
         _checksum: Option<Crc>,
         mode: &PutMode,
     ) -> Result<Option<String>> {
-        // object_store's MultipartStore has no condition on Complete (it keeps it for its
-        // own copy_if_not_exists).
+        // Refused by `create_upload` already; here against a caller that skipped it.
         if *mode != PutMode::Overwrite {
             return Err(unsupported(
                 "objectstore",

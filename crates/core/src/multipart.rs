@@ -35,14 +35,15 @@ pub trait MultipartApi: Send + Sync + 'static {
         checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>>;
-    /// CreateMultipartUpload, the object to carry `attributes`; with `checksummed`, the
+    /// CreateMultipartUpload, the object to carry `opts.attributes`; with `checksummed`, the
     /// upload's parts and whole object will carry CRC64NVME checksums. Returns the upload id
-    /// every later call of the upload names.
+    /// every later call of the upload names. `opts.mode` is sent only with Complete, but a
+    /// stack that cannot send it there refuses here, before any part is uploaded.
     async fn create_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String>;
     /// Returns the ETag the response carried; `upload` turns a missing one into an error.
     async fn upload_part(
@@ -198,6 +199,17 @@ async fn complete(
                     )),
                 }
             }
+            // S3 voids an upload whose conditional Complete raced another write (409): a
+            // retry could only find it gone. The condition lost, as with a 412.
+            Err(Error::Service { status: 409, .. }) if *mode != PutMode::Overwrite => {
+                Err(Error::from_service(
+                    uri.to_string(),
+                    412,
+                    "PreconditionFailed",
+                    "CompleteMultipartUpload raced another write of the key (409 ConditionalRequestConflict); the upload is void",
+                    None,
+                ))
+            }
             Err(e) if again && e.is_precondition_failed() => Ok(Some(
                 applied_earlier(api, uri, multipart_etag(parts))
                     .await?
@@ -235,7 +247,9 @@ async fn applied_earlier(
 
 /// One PUT of a whole object, retried. A conditional PUT whose retry is answered 412 may
 /// have lost to its own first attempt (applied, answer lost): it succeeds if the object is
-/// now these bytes (its ETag their MD5, as S3 makes it for a single PUT).
+/// now these bytes (its ETag their MD5, as S3 makes it for a single PUT). The ETag cannot
+/// tell this write from another writer's of the very same bytes, which then also counts as
+/// this one's: the object is what was asked for either way.
 async fn put_whole(
     api: &dyn MultipartApi,
     policy: &RetryPolicy,
@@ -291,10 +305,7 @@ pub async fn upload(
             ),
         ));
     }
-    let upload_id = retry(policy, || {
-        api.create_upload(uri, checksums, &opts.attributes)
-    })
-    .await?;
+    let upload_id = retry(policy, || api.create_upload(uri, checksums, opts)).await?;
     let mut guard = AbortGuard::new(api.clone(), uri.clone(), Some(upload_id.clone()));
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
@@ -408,10 +419,11 @@ impl Multipart {
     /// Creates an upload of `uri`, the object to carry `attributes`. Returns its id.
     pub async fn create(&self, uri: &ObjectUri, attributes: &Attributes) -> Result<String> {
         attributes.validate()?;
-        retry(&self.policy, || {
-            self.api.create_upload(uri, false, attributes)
-        })
-        .await
+        let opts = PutOptions {
+            attributes: attributes.clone(),
+            ..PutOptions::default()
+        };
+        retry(&self.policy, || self.api.create_upload(uri, false, &opts)).await
     }
 
     /// Uploads part `number` (1 to 10,000).
@@ -537,7 +549,7 @@ impl MultipartWriter {
                 let checksummed = self.opts.checksums;
                 let id = retry(&self.policy, || {
                     self.api
-                        .create_upload(&self.uri, checksummed, &self.opts.put.attributes)
+                        .create_upload(&self.uri, checksummed, &self.opts.put)
                 })
                 .await?;
                 self.upload.upload_id = Some(id.clone());
@@ -787,7 +799,7 @@ mod tests {
             }
             Ok(Some("\"single\"".into()))
         }
-        async fn create_upload(&self, _: &ObjectUri, _: bool, _: &Attributes) -> Result<String> {
+        async fn create_upload(&self, _: &ObjectUri, _: bool, _: &PutOptions) -> Result<String> {
             *self.created.lock().unwrap() += 1;
             Ok("u1".into())
         }

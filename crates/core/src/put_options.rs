@@ -129,7 +129,7 @@ impl Attributes {
             if !header_value(value) {
                 return Err(Error::config(
                     name,
-                    format!("{value:?} is not printable ASCII, which an HTTP header needs"),
+                    "is not printable ASCII, which an HTTP header needs",
                 ));
             }
         }
@@ -145,9 +145,10 @@ impl Attributes {
                 ));
             }
             if !header_value(value) {
+                // The value is not echoed: metadata may hold what should not be logged.
                 return Err(Error::config(
                     format!("metadata {name:?}"),
-                    format!("{value:?} is not printable ASCII, which an HTTP header needs"),
+                    "its value is not printable ASCII, which an HTTP header needs",
                 ));
             }
         }

@@ -23,7 +23,7 @@ use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
-use crate::put_options::{Attributes, PutMode, PutOptions};
+use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -435,12 +435,12 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
         follow!(self, uri.bucket(), |w| w.create_upload(
             uri,
             checksummed,
-            attributes
+            opts
         ))
     }
 

@@ -11,7 +11,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
-use crate::put_options::{Attributes, PutMode, PutOptions};
+use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -278,9 +278,9 @@ impl<W: Wire> MultipartApi for Spread<W> {
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
-        self.attempt(0, |w| w.create_upload(uri, checksummed, attributes))
+        self.attempt(0, |w| w.create_upload(uri, checksummed, opts))
             .await
     }
 

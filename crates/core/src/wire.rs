@@ -13,7 +13,7 @@ use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage, paginate};
 use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
-use crate::put_options::{Attributes, PutMode, PutOptions};
+use crate::put_options::{PutMode, PutOptions};
 use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
 use crate::retry::retry;
@@ -224,9 +224,9 @@ impl<W: Wire> MultipartApi for Limited<W> {
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
-        self.send(self.wire.create_upload(uri, checksummed, attributes))
+        self.send(self.wire.create_upload(uri, checksummed, opts))
             .await
     }
 
@@ -452,7 +452,7 @@ mod tests {
         let s = store_with(testing::config(), |w| w.with_page_size(2));
         for key in ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d", "other/e"] {
             s.wire()
-                .create_upload(&uri(key), false, &Attributes::default())
+                .create_upload(&uri(key), false, &PutOptions::default())
                 .await
                 .unwrap();
         }

@@ -524,11 +524,12 @@ impl PaginatedListStore for SluiceObjectStore {
             max_keys: opts.max_keys.map(|m| m.min(1000) as u32),
             start_after: opts.offset,
         };
+        let at = Path::from(prefix.unwrap_or(""));
         let page = self
             .store
             .list_page(&uri, &list)
             .await
-            .map_err(|e| generic(Box::new(e)))?;
+            .map_err(|e| error(&at, e))?;
         Ok(PaginatedListResult {
             result: list_result(page.entries)?,
             page_token: page.next_token,

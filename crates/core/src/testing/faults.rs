@@ -5,7 +5,7 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
-use crate::put_options::{Attributes, PutMode, PutOptions};
+use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
@@ -148,10 +148,10 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         &self,
         uri: &ObjectUri,
         checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
         self.call(Op::CreateUpload, uri)?;
-        self.inner.create_upload(uri, checksummed, attributes).await
+        self.inner.create_upload(uri, checksummed, opts).await
     }
 
     async fn upload_part(

@@ -325,9 +325,9 @@ impl MultipartApi for MemoryWire {
         &self,
         uri: &ObjectUri,
         _checksummed: bool,
-        attributes: &Attributes,
+        opts: &PutOptions,
     ) -> Result<String> {
-        refuse_attributes(uri, attributes)?;
+        refuse_attributes(uri, &opts.attributes)?;
         let mut st = self.state();
         st.next_upload += 1;
         let id = format!("upload-{}", st.next_upload);

@@ -37,6 +37,7 @@ import math
 import os
 import re
 import threading
+import zlib
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
@@ -818,11 +819,11 @@ class MultiEndpointStore:
     object on every endpoint, as in s3dlio.
 
     Endpoints may also be directories (``file://`` or ``direct://``, one scheme for all): each
-    is a store of its own. A URI under one goes to that one, unchanged; a relative path goes
-    to the next by the strategy (round robin in turn, least connections to the one with the
-    fewest requests running). s3dlio moves every request to the endpoint its strategy picks,
-    so an object put under one directory is read from another (four of its own tests fail on
-    that); here an object is always where its URI says.
+    is a store of its own. A URI under one goes to that one, unchanged; a relative name goes
+    to the directory a hash of the name picks, so that every call on it (put, get, delete)
+    finds the same file. s3dlio moves every request to the endpoint its strategy picks, so
+    an object put under one directory is read from another (four of its own tests fail on
+    that); here an object is always where its name says, and the strategy is only reported.
     """
 
     def __init__(self, uris: Sequence[str], strategy: Optional[str]) -> None:
@@ -848,7 +849,6 @@ class MultiEndpointStore:
         if self._local:
             self._roots = [u.rstrip("/") for u in uris]
             self._counts = [{"requests": 0, "bytes_read": 0, "bytes_written": 0, "failures": 0, "in_flight": 0} for _ in uris]
-            self._turn = 0
             self._lock = threading.Lock()
             self._kwargs = {}
             return
@@ -879,20 +879,16 @@ class MultiEndpointStore:
         return uri
 
     def _local_target(self, uri: str) -> Tuple[int, str]:
-        """The directory endpoint `uri` is under (unchanged), or for a relative path the
-        strategy's pick and the path under it."""
+        """The directory endpoint `uri` is under (unchanged), or for a relative name the one
+        its hash picks and the path under it."""
         for i, root in enumerate(self._roots):
             if uri == root or uri.startswith(root + "/"):
                 return i, uri
         if "://" in uri:
             raise InvalidArgumentError(f"{uri!r} is under none of the endpoints {self._roots}")
-        with self._lock:
-            if self._strategy == "round_robin":
-                i = self._turn % len(self._roots)
-                self._turn += 1
-            else:
-                i = min(range(len(self._roots)), key=lambda j: self._counts[j]["in_flight"])
-        return i, f"{self._roots[i]}/{uri.lstrip('/')}"
+        name = uri.lstrip("/")
+        i = zlib.crc32(name.encode()) % len(self._roots)
+        return i, f"{self._roots[i]}/{name}"
 
     async def _run(self, fn: Callable[..., _T], uri: str, *args: Any, sent: int = 0) -> _T:
         import asyncio
