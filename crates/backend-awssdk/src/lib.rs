@@ -135,15 +135,6 @@ macro_rules! with_attributes {
     }};
 }
 
-/// `(If-Match, If-None-Match)` for a write in `mode`.
-fn conditions(mode: &PutMode) -> (Option<String>, Option<String>) {
-    match mode {
-        PutMode::Overwrite => (None, None),
-        PutMode::Create => (None, Some("*".to_owned())),
-        PutMode::Update(etag) => (Some(etag.clone()), None),
-    }
-}
-
 #[async_trait]
 impl MultipartApi for AwsSdkWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -187,10 +178,9 @@ impl MultipartApi for AwsSdkWire {
         let s = uri.to_string();
         let put = self.client.put_object();
         let out = with_attributes!(put, &opts.attributes);
-        let (if_match, if_none_match) = conditions(&opts.mode);
         let out = out
-            .set_if_match(if_match)
-            .set_if_none_match(if_none_match)
+            .set_if_match(opts.mode.if_match().map(Into::into))
+            .set_if_none_match(opts.mode.if_none_match().map(Into::into))
             .bucket(uri.bucket())
             .key(uri.key())
             .set_checksum_crc64_nvme(checksum.map(Crc::to_base64))
@@ -257,7 +247,6 @@ impl MultipartApi for AwsSdkWire {
         mode: &PutMode,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
-        let (if_match, if_none_match) = conditions(mode);
         let parts = parts
             .iter()
             .map(|p| {
@@ -271,8 +260,8 @@ impl MultipartApi for AwsSdkWire {
         let out = self
             .client
             .complete_multipart_upload()
-            .set_if_match(if_match)
-            .set_if_none_match(if_none_match)
+            .set_if_match(mode.if_match().map(Into::into))
+            .set_if_none_match(mode.if_none_match().map(Into::into))
             .bucket(uri.bucket())
             .key(uri.key())
             .upload_id(upload_id)

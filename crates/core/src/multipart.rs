@@ -152,9 +152,18 @@ pub(crate) fn multipart_etag(parts: &[UploadedPart]) -> Option<String> {
             all.update([u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()?]);
         }
     }
-    let digest = all.finalize();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    Some(format!("\"{hex}-{}\"", parts.len()))
+    Some(format!("\"{}-{}\"", hex(&all.finalize()), parts.len()))
+}
+
+/// S3's ETag of an object sent in one PUT: the MD5 of its bytes, quoted lower-case hex.
+pub(crate) fn md5_etag(data: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    format!("\"{}\"", hex(&Md5::digest(data)))
+}
+
+/// A digest as an ETag writes it: lower-case hex.
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub(crate) fn no_such_upload(e: &Error) -> bool {
@@ -187,10 +196,9 @@ async fn complete(
             .await
         {
             Err(e) if again && no_such_upload(&e) => {
-                match applied_earlier(api, uri, multipart_etag(parts)).await {
-                    Ok(Some(etag)) => Ok(Some(etag)),
-                    Err(head) => Err(head),
-                    Ok(None) => Err(Error::integrity(
+                match applied_earlier(api, uri, multipart_etag(parts)).await? {
+                    Some(etag) => Ok(Some(etag)),
+                    None => Err(Error::integrity(
                         uri.to_string(),
                         format!(
                             "CompleteMultipartUpload was retried and the upload is gone ({e}), \
@@ -271,16 +279,6 @@ async fn put_whole(
         }
     })
     .await
-}
-
-/// S3's ETag of an object sent in one PUT: the MD5 of its bytes, quoted lower-case hex.
-fn md5_etag(data: &[u8]) -> String {
-    use md5::{Digest, Md5};
-    let hex: String = Md5::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("\"{hex}\"")
 }
 
 /// Uploads `data` as parts of `part_size` bytes (the last shorter), each with its checksum

@@ -28,13 +28,23 @@ pub enum PutMode {
 }
 
 impl PutMode {
+    /// The `If-Match` value a write in this mode carries.
+    pub fn if_match(&self) -> Option<&str> {
+        match self {
+            PutMode::Update(etag) => Some(etag),
+            _ => None,
+        }
+    }
+
+    /// The `If-None-Match` value a write in this mode carries.
+    pub fn if_none_match(&self) -> Option<&str> {
+        (*self == PutMode::Create).then_some("*")
+    }
+
     /// The header that carries the condition (`If-None-Match: *`, `If-Match: <etag>`).
     pub fn condition_header(&self) -> Option<(&'static str, &str)> {
-        match self {
-            PutMode::Overwrite => None,
-            PutMode::Create => Some(("if-none-match", "*")),
-            PutMode::Update(etag) => Some(("if-match", etag)),
-        }
+        let if_match = self.if_match().map(|v| ("if-match", v));
+        if_match.or_else(|| self.if_none_match().map(|v| ("if-none-match", v)))
     }
 }
 

@@ -122,7 +122,7 @@ impl SluiceObjectStore {
     /// `range` of exactly the version `meta` describes (If-Match on its ETag).
     async fn read_version(
         &self,
-        location: &Path,
+        uri: &ObjectUri,
         meta: &ObjectMeta,
         range: &Range<u64>,
     ) -> sluice_core::Result<Bytes> {
@@ -130,14 +130,13 @@ impl SluiceObjectStore {
             range: Some(ByteRange::new(range.start, range.end)?),
             if_match: meta.e_tag.clone(),
         };
-        let subject = location.to_string();
+        let subject = uri.key();
         // The length is the server's word (HEAD): one no machine holds is an error.
         let mut seg = Segment::try_exact(range.end - range.start)
-            .map_err(|e| Error::integrity(&subject, e.to_string()))?;
-        let uri = ObjectUri::new(&self.bucket, location.as_ref())?;
-        self.store.get_into_with(&uri, &opts, &mut seg).await?;
+            .map_err(|e| Error::integrity(subject, e.to_string()))?;
+        self.store.get_into_with(uri, &opts, &mut seg).await?;
         seg.freeze()
-            .map_err(|e| Error::integrity(&subject, e.to_string()))
+            .map_err(|e| Error::integrity(subject, e.to_string()))
     }
 
     /// Whether the object under `location` is no longer the version `meta` describes.
@@ -343,6 +342,7 @@ impl object_store::ObjectStore for SluiceObjectStore {
         // between them (a concurrent writer, object_store's `PutMode::Update` loops) is read
         // again as the new version, a few times, rather than failed; a read that cannot
         // finish on one version keeps failing and is reported.
+        let uri = self.uri(location)?;
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -352,7 +352,7 @@ impl object_store::ObjectStore for SluiceObjectStore {
             let data = if options.head || range.is_empty() {
                 Bytes::new()
             } else {
-                match self.read_version(location, &meta, &range).await {
+                match self.read_version(&uri, &meta, &range).await {
                     Ok(data) => data,
                     Err(_)
                         if attempts < VERSION_RACE_ATTEMPTS

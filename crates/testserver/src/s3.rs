@@ -1,12 +1,13 @@
 //! The S3 operations, implemented over `Storage` with `Faults` consulted on every request.
 
 use crate::faults::{Fault, Faults};
-use crate::storage::{Condition, Headers, Missing, Refused, Storage, StoredObject, Upload};
+use crate::storage::{Condition, Missing, Refused, Storage, StoredObject, Upload};
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
+use sluice_core::Attributes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -75,16 +76,21 @@ fn full_object() -> ChecksumType {
 }
 
 /// The headers an input carries for the object (PutObject, CreateMultipartUpload and
-/// CopyObject have the same fields).
+/// CopyObject have the same fields), as sluice's `Attributes`, the one type for them.
 macro_rules! headers_of {
     ($i:expr) => {
-        Headers {
+        Attributes {
             content_type: $i.content_type.clone(),
             cache_control: $i.cache_control.clone(),
             content_disposition: $i.content_disposition.clone(),
             content_encoding: $i.content_encoding.clone(),
             content_language: $i.content_language.clone(),
-            metadata: $i.metadata.clone().filter(|m| !m.is_empty()),
+            metadata: $i
+                .metadata
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
         }
     };
 }
@@ -92,14 +98,19 @@ macro_rules! headers_of {
 /// Fills a GetObject or HeadObject output's header fields from what the object keeps.
 macro_rules! with_headers {
     ($out:expr, $h:expr) => {{
-        let h: &Headers = $h;
+        let h: &Attributes = $h;
         let mut out = $out;
         out.content_type = h.content_type.clone();
         out.cache_control = h.cache_control.clone();
         out.content_disposition = h.content_disposition.clone();
         out.content_encoding = h.content_encoding.clone();
         out.content_language = h.content_language.clone();
-        out.metadata = h.metadata.clone();
+        out.metadata = (!h.metadata.is_empty()).then(|| {
+            h.metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        });
         out
     }};
 }

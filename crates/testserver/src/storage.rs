@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use md5::{Digest, Md5};
+use sluice_core::Attributes;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -20,18 +21,7 @@ pub struct StoredObject {
     /// which is what SDKs validate.
     pub crc64nvme: String,
     /// What S3 stores from the PUT's headers and returns on GET and HEAD.
-    pub headers: Headers,
-}
-
-/// The content headers and user metadata of an object, as S3 keeps them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Headers {
-    pub content_type: Option<String>,
-    pub cache_control: Option<String>,
-    pub content_disposition: Option<String>,
-    pub content_encoding: Option<String>,
-    pub content_language: Option<String>,
-    pub metadata: Option<s3s::dto::Metadata>,
+    pub headers: Attributes,
 }
 
 /// S3's conditional write: `If-None-Match: *` (only if absent) or `If-Match: <etag>`.
@@ -75,11 +65,11 @@ impl StoredObject {
             data,
             etag,
             last_modified: SystemTime::now(),
-            headers: Headers::default(),
+            headers: Attributes::default(),
         }
     }
 
-    pub fn with_headers(mut self, headers: Headers) -> Self {
+    pub fn with_headers(mut self, headers: Attributes) -> Self {
         self.headers = headers;
         self
     }
@@ -93,7 +83,7 @@ pub struct Upload {
     /// When CreateMultipartUpload made it (`None` only in `Default`).
     pub initiated: Option<std::time::SystemTime>,
     /// The headers CreateMultipartUpload carried, for the object Complete makes.
-    pub headers: Headers,
+    pub headers: Attributes,
 }
 
 #[derive(Debug, Default)]

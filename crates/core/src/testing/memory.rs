@@ -4,7 +4,7 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, UploadedPart, multipart_etag};
+use crate::multipart::{MultipartApi, UploadedPart, md5_etag, multipart_etag};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
@@ -68,13 +68,6 @@ impl WireFromConfig for MemoryWire {
             peak: AtomicUsize::new(0),
         })
     }
-}
-
-fn md5_etag(data: &[u8]) -> String {
-    use md5::{Digest, Md5};
-    let digest = Md5::digest(data);
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("\"{hex}\"")
 }
 
 fn not_found(uri: &ObjectUri) -> Error {
