@@ -133,11 +133,16 @@ enum Cmd {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
     },
-    /// A/B benchmark: reader shapes × backends beside curl, on an embedded server by default
-    Bench(bench::BenchArgs),
+    /// A/B benchmark of client stacks beside curl, on an embedded server by default: reader
+    /// shapes, PUTs, small objects, metadata, mixed loads, checkpoints (`--workload`);
+    /// `bench compare A.json B.json`
+    Bench(Box<bench::BenchArgs>),
     /// One bench worker process (started by `sluice bench`)
     #[command(hide = true)]
     BenchWorker(bench::WorkerArgs),
+    /// One request-driven bench row (started by `sluice bench`)
+    #[command(hide = true)]
+    BenchOps(Box<bench::OpsArgs>),
 }
 
 fn main() -> ExitCode {
@@ -179,7 +184,7 @@ fn main() -> ExitCode {
             Cmd::Put(a) => objects::put(a).await,
             Cmd::Cp(a) => cp::cp(a).await,
             Cmd::Rm(a) => objects::rm(a).await,
-            Cmd::Bench(a) => bench::run(a).await,
+            Cmd::Bench(a) => bench::run(*a).await,
             Cmd::Completions { shell } => {
                 use clap::CommandFactory;
                 clap_complete::generate(
@@ -191,6 +196,7 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Cmd::BenchWorker(a) => bench::worker(a).await,
+            Cmd::BenchOps(a) => bench::ops_worker(*a).await,
         }
     });
     let result = match runtime.block_on(command) {

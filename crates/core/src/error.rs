@@ -301,6 +301,25 @@ impl Error {
         }
     }
 
+    /// The error's kind in a few words, for counting failures by kind (`sluice bench`):
+    /// the variant, with the HTTP status and S3 code of a service error or the phase of a
+    /// timeout, never a URI or a server's text.
+    pub fn kind_label(&self) -> String {
+        match self {
+            Error::NotFound { code, .. } => format!("NotFound {code}"),
+            Error::PermissionDenied { status, code, .. } => format!("Denied {status} {code}"),
+            Error::InvalidUri { .. } => "InvalidUri".into(),
+            Error::InvalidConfig { .. } => "InvalidConfig".into(),
+            Error::Timeout { phase, .. } => format!("Timeout {phase}"),
+            Error::Transport { .. } => "Transport".into(),
+            Error::Service { status, code, .. } => format!("HTTP {status} {code}"),
+            Error::Integrity { .. } => "Integrity".into(),
+            Error::Redirect { .. } => "Redirect".into(),
+            Error::Cancelled { .. } => "Cancelled".into(),
+            Error::Io { source, .. } => format!("Io {:?}", source.kind()),
+        }
+    }
+
     /// Whether repeating the same request may succeed. The rule, as in the AWS SDKs'
     /// standard retry mode: throttling, server errors, timeouts and broken connections
     /// (including a body cut short) are transient; every other 4xx is final.

@@ -5,6 +5,7 @@
 //! `resume::get_with_resume` for bodies, so no backend writes its own loop.
 
 use crate::error::{Error, Result};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -57,10 +58,29 @@ impl RetryPolicy {
         Duration::from_nanos(fastrand::u64(0..=nanos))
     }
 
-    /// Whether another attempt is allowed after `attempts_made` failed ones.
+    /// Whether another attempt is allowed after `attempts_made` failed ones. A yes is
+    /// counted (`retry_counts`): every retry of the crate is decided here.
     pub fn may_retry(&self, err: &Error, attempts_made: u32) -> bool {
-        err.is_retryable() && attempts_made < self.max_attempts
+        let yes = err.is_retryable() && attempts_made < self.max_attempts;
+        if yes {
+            count_retry(err);
+        }
+        yes
     }
+}
+
+/// Retries decided in this process, by `Error::kind_label` of the failure retried.
+static RETRIES: std::sync::Mutex<BTreeMap<String, u64>> = std::sync::Mutex::new(BTreeMap::new());
+
+fn count_retry(err: &Error) {
+    let mut m = RETRIES.lock().unwrap_or_else(|p| p.into_inner());
+    *m.entry(err.kind_label()).or_default() += 1;
+}
+
+/// The retries this process has made so far, by the kind of failure that caused them (for
+/// benchmarks and diagnostics; a retry is rare, so one lock per retry costs nothing).
+pub fn retry_counts() -> BTreeMap<String, u64> {
+    RETRIES.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Runs `op` until it succeeds, fails with a final error, or the attempts run out.

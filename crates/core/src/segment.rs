@@ -73,6 +73,9 @@ pub struct Segment {
     data: Data,
     /// `Some(n)`: exactly n bytes must be written. `None`: growable.
     expected: Option<usize>,
+    /// When the first body byte arrived (time to first byte, for `sluice bench`); one clock
+    /// read per segment.
+    first_byte: Option<std::time::Instant>,
 }
 
 #[derive(Debug)]
@@ -97,6 +100,7 @@ impl Segment {
         Self {
             data: Data::Kept(buf),
             expected,
+            first_byte: None,
         }
     }
 
@@ -110,6 +114,7 @@ impl Segment {
                 scratch: Vec::new(),
             },
             expected: Some(len),
+            first_byte: None,
         }
     }
 
@@ -151,6 +156,18 @@ impl Segment {
             buf.reserve(len);
         }
         Self::kept(buf, Some(len))
+    }
+
+    /// When the first body byte was written into this segment (kept across `reset`: a
+    /// resumed read's first byte is still the request's first).
+    pub fn first_byte_at(&self) -> Option<std::time::Instant> {
+        self.first_byte
+    }
+
+    fn mark_first_byte(&mut self, n: usize) {
+        if n > 0 && self.first_byte.is_none() {
+            self.first_byte = Some(std::time::Instant::now());
+        }
     }
 
     /// Bytes written so far.
@@ -209,6 +226,7 @@ impl Segment {
                 return Err(SegmentError::Overflow { expected, got });
             }
         }
+        self.mark_first_byte(data.len());
         match &mut self.data {
             Data::Kept(buf) => buf.extend_from_slice(data),
             Data::Counted { written, .. } => *written += data.len(),
@@ -315,6 +333,7 @@ impl Segment {
     /// The first `n` bytes of the slice the last `spare` returned must be initialised.
     #[allow(unsafe_code)]
     unsafe fn advance(&mut self, n: usize) {
+        self.mark_first_byte(n);
         match &mut self.data {
             // SAFETY: the caller's promise: those bytes lie past the length, within the
             // capacity `spare` reserved, and are initialised.

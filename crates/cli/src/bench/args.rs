@@ -6,31 +6,83 @@ use clap::Args;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
-    /// Read this existing prefix instead of starting a server and generating a dataset
+    #[command(subcommand)]
+    pub(super) cmd: Option<BenchCmd>,
+    /// Workloads, each a family of rows: get (the MLPerf reader shapes), put, small, stat,
+    /// list, delete, mixed, checkpoint
+    #[arg(long = "workload", value_delimiter = ',', default_value = "get")]
+    pub(super) workloads: Vec<String>,
+    /// Read (get) or write under this prefix of an existing store instead of an embedded
+    /// server; writing workloads refuse a prefix that holds objects (--allow-existing)
     #[arg(long)]
     pub(super) uri: Option<String>,
-    /// Records to generate on the embedded server
-    #[arg(long, default_value_t = 24)]
-    pub(super) count: usize,
-    /// Size of each generated record (unet3d's mean: 146600628)
-    #[arg(long, default_value = crate::serve::UNET3D_RECORD_SIZE, value_parser = crate::serve::parse_size)]
-    pub(super) size: u64,
-    /// Reader shapes, processes x prefetch
+    /// Let writing workloads use a --uri prefix that already holds objects (they write
+    /// under a sub-prefix of their own and delete only what they wrote)
+    #[arg(long)]
+    pub(super) allow_existing: bool,
+    /// get: records generated on the embedded server [24]; put: keys rewritten in turn
+    /// [as many as fit in 1 GiB, at most 1000]; small, stat, list, mixed: objects read
+    /// [1000]; delete: objects deleted [5000]; checkpoint: checkpoints per rank [1]
+    #[arg(long)]
+    pub(super) count: Option<usize>,
+    /// Object size: 4MiB, a list drawn from (1MiB,4MiB), or a log-uniform range
+    /// (128KiB..8MiB) [each workload's own: get unet3d's 146600628, put 8MiB, small 64KiB,
+    /// mixed 1MiB, stat/list/delete 1KiB, checkpoint 256MiB]
+    #[arg(long, conflicts_with = "size_dist")]
+    pub(super) size: Option<String>,
+    /// Object sizes from a file, one per line, drawn uniformly
+    #[arg(long, value_name = "FILE")]
+    pub(super) size_dist: Option<PathBuf>,
+    /// An MLPerf Storage workload's object size, and its accelerators-fed column: unet3d,
+    /// cosmoflow, resnet50, dlrm, llama3-8b (checkpoint: 13.1 GB per rank, 8 ranks)
+    #[arg(long, conflicts_with_all = ["size", "size_dist"])]
+    pub(super) preset: Option<String>,
+    /// get: reader shapes, processes x prefetch
     #[arg(long, value_delimiter = ',', default_value = "1x16,4x4,8x4,16x4")]
     pub(super) shapes: Vec<String>,
+    /// Requests in flight, one row each (checkpoint: ranks, each writing its own object)
+    #[arg(long, value_delimiter = ',', default_value = "16")]
+    pub(super) concurrency: Vec<usize>,
+    /// How long each request-driven row runs (after --warmup)
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(super) duration: std::time::Duration,
+    /// Requests made before the clock starts (their figures are not counted)
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub(super) warmup: std::time::Duration,
+    /// Stop each row after this many requests (or at --duration, whichever comes first)
+    #[arg(long)]
+    pub(super) ops: Option<u64>,
+    /// Stop a row once its throughput has held within --autoterm-pct for 5 seconds
+    #[arg(long)]
+    pub(super) autoterm: bool,
+    /// --autoterm's tolerance: each of the last 5 seconds within this percentage of their
+    /// mean
+    #[arg(long, default_value_t = 7.5)]
+    pub(super) autoterm_pct: f64,
+    /// mixed: request kinds and their weights (percent)
+    #[arg(long, default_value = super::workload::DEFAULT_MIX)]
+    pub(super) mix: String,
+    /// End a row, and the run with exit 1, when more than this share of requests fails
+    #[arg(long, default_value_t = 0.01)]
+    pub(super) max_error_share: f64,
     /// Backends to compare [default: every compiled one]
     #[arg(long, value_delimiter = ',')]
     pub(super) backends: Vec<String>,
-    /// Passes over the dataset per worker; the table reports the last (buffers warm)
+    /// get: passes over the dataset per worker; the table reports the last (buffers warm)
     #[arg(long, default_value_t = 2)]
     pub(super) epochs: u32,
-    /// Skip the curl reference row
+    /// Skip the curl reference rows
     #[arg(long)]
     pub(super) no_curl: bool,
     /// Use the embedded server's https endpoint
     #[arg(long)]
     pub(super) https: bool,
+    /// The embedded server's service profile: loopback, s3-standard, s3-express, on-prem
+    /// (`sluice serve --profile`)
+    #[arg(long, default_value = "loopback")]
+    pub(super) server_profile: String,
     /// Put the server on CPU 0 and the clients on the other CPUs (taskset)
     #[arg(long)]
     pub(super) pin: bool,
@@ -38,14 +90,26 @@ pub struct BenchArgs {
     /// DLIO assigns them, instead of spreading its requests over all
     #[arg(long)]
     pub(super) pin_endpoints: bool,
-    /// Write the results as JSON here
+    /// Write the results (every row, its histograms, the environment) as JSON here
     #[arg(long = "json", value_name = "FILE")]
     pub(super) json_out: Option<PathBuf>,
-    /// Draw throughput by shape and backend into this SVG
+    /// Draw each workload's figure by client and shape into this SVG (FILE-WORKLOAD.svg
+    /// when several)
     #[arg(long)]
     pub(super) plot: Option<PathBuf>,
     #[command(flatten)]
     pub(super) store: StoreArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchCmd {
+    /// Compare two runs' JSON row by row; changes beyond run-to-run noise are marked
+    Compare {
+        /// The baseline
+        a: PathBuf,
+        /// The run compared with it
+        b: PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -53,6 +117,7 @@ pub struct WorkerArgs {
     /// Dataset file: one `URI<TAB>size` per line
     #[arg(long)]
     pub(super) list: PathBuf,
+    /// This process's place among every reader process (over all MPI ranks)
     #[arg(long)]
     pub(super) rank: usize,
     #[arg(long)]

@@ -1,11 +1,15 @@
 //! The bench's results: one row per client and shape, printed as a table.
 
-use crate::output::{Failure, MB};
+use super::latency::Percentiles;
+use super::ops::{OpsReport, Stopped};
+use super::sizes::Preset;
+use crate::output::{Failure, GB, MB, cpu_s_per_gb, mb_per_sec};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One row of the table.
-#[derive(Debug, Clone, Serialize)]
+/// One row of the get table (a reader shape).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     pub client: String,
     pub processes: usize,
@@ -22,8 +26,11 @@ pub struct Row {
     pub first_epoch_mb_per_s: Option<f64>,
     /// What each endpoint served, summed over the row's processes, when the store spreads
     /// over several (`--endpoints`); empty otherwise.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointCount>,
+    /// For an MLPerf preset: accelerators the last pass's rate keeps at the minimum AU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accelerators: Vec<(String, u64)>,
 }
 
 /// One endpoint's share of a row.
@@ -68,6 +75,18 @@ pub(super) fn print_table(rows: &[Row]) {
         "RSS MB",
         "1st pass"
     );
+    let fed = |r: &Row| {
+        let v: Vec<String> = r
+            .accelerators
+            .iter()
+            .map(|(n, c)| format!("{c} {n}"))
+            .collect();
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!("  fed (AU): {}", v.join(", "))
+        }
+    };
     // "-": not measured (curl's own RSS; gaps need two batches in a process).
     let or_dash = |v: f64, decimals: usize| {
         if v > 0.0 {
@@ -78,7 +97,7 @@ pub(super) fn print_table(rows: &[Row]) {
     };
     for r in rows {
         println!(
-            "{:<12} {:>5} {:>8} {:>9.0} {:>11.0} {:>10} {:>10} {:>9.3} {:>9} {:>11}",
+            "{:<12} {:>5} {:>8} {:>9.0} {:>11.0} {:>10} {:>10} {:>9.3} {:>9} {:>11}{}",
             r.client,
             r.processes,
             r.prefetch,
@@ -89,7 +108,8 @@ pub(super) fn print_table(rows: &[Row]) {
             r.cpu_s_per_gb,
             or_dash(r.peak_rss_mb, 0),
             r.first_epoch_mb_per_s
-                .map_or("-".into(), |m| format!("{m:.0}"))
+                .map_or("-".into(), |m| format!("{m:.0}")),
+            fed(r),
         );
     }
     for r in rows {
@@ -120,4 +140,197 @@ impl Row {
 pub(super) fn write_json(path: &Path, doc: &serde_json::Value) -> Result<(), Failure> {
     std::fs::write(path, serde_json::to_vec_pretty(doc).expect("serialisable"))
         .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))
+}
+
+/// One row of a request-driven workload: its figures, and the report they come from
+/// (histograms included, so rows of several runs or ranks can be merged and compared).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpsRow {
+    pub workload: String,
+    pub client: String,
+    /// Requests in flight (checkpoint: ranks).
+    pub concurrency: usize,
+    /// The object sizes (`SizeSpec`'s text).
+    pub size: String,
+    pub mb_per_s: f64,
+    pub req_per_s: f64,
+    /// `None` where no bytes moved (stat, list, delete).
+    pub cpu_s_per_gb: Option<f64>,
+    pub cpu_us_per_req: f64,
+    pub peak_rss_mb: f64,
+    pub latency: Option<Percentiles>,
+    pub ttfb: Option<Percentiles>,
+    pub errors: BTreeMap<String, u64>,
+    /// For an MLPerf preset: accelerators this rate keeps at the workload's minimum AU.
+    pub accelerators: Vec<(String, u64)>,
+    pub report: OpsReport,
+}
+
+impl OpsRow {
+    pub fn new(
+        client: &str,
+        concurrency: usize,
+        size: &str,
+        preset: Option<Preset>,
+        report: OpsReport,
+    ) -> Self {
+        let secs = report.seconds.max(1e-9);
+        let (bytes, reqs) = (report.bytes(), report.ok() + report.failed());
+        let mb_per_s = mb_per_sec(bytes, secs);
+        // A checkpoint's rate is not a training read rate: no accelerators column.
+        let reads = !report.workload.starts_with("checkpoint") && report.workload != "put";
+        Self {
+            workload: report.workload.clone(),
+            client: client.to_owned(),
+            concurrency,
+            size: size.to_owned(),
+            mb_per_s,
+            req_per_s: reqs as f64 / secs,
+            cpu_s_per_gb: (bytes > 0).then(|| cpu_s_per_gb(report.cpu_seconds, bytes)),
+            cpu_us_per_req: report.cpu_seconds * 1e6 / reqs.max(1) as f64,
+            peak_rss_mb: report.peak_rss_bytes as f64 / MB,
+            latency: report.latency(),
+            ttfb: report.ttfb(),
+            errors: report.errors(),
+            accelerators: preset
+                .filter(|_| reads)
+                .map(|p| {
+                    p.accelerators_fed(mb_per_s)
+                        .into_iter()
+                        .map(|(n, c)| (n.to_owned(), c))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            report,
+        }
+    }
+
+    /// The row's figure: MB/s where bytes move, else requests/s.
+    pub fn figure(&self) -> f64 {
+        if self.report.bytes() > 0 {
+            self.mb_per_s
+        } else {
+            self.req_per_s
+        }
+    }
+}
+
+pub(super) fn print_ops_table(rows: &[OpsRow]) {
+    println!(
+        "{:<17} {:<11} {:>5} {:>9} {:>9} {:>8} {:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}  fed (AU)",
+        "workload",
+        "client",
+        "conc",
+        "MB/s",
+        "req/s",
+        "CPU-s/GB",
+        "CPU-us/req",
+        "RSS MB",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms",
+        "ttfb p50",
+        "ttfb p99",
+        "failed"
+    );
+    let ms = |p: Option<Percentiles>, f: fn(&Percentiles) -> f64| {
+        p.map_or("-".to_owned(), |p| format!("{:.2}", f(&p)))
+    };
+    for r in rows {
+        let fed: Vec<String> = r
+            .accelerators
+            .iter()
+            .map(|(n, c)| format!("{c} {n}"))
+            .collect();
+        println!(
+            "{:<17} {:<11} {:>5} {:>9} {:>9.0} {:>8} {:>10.1} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}  {}",
+            r.workload,
+            r.client,
+            r.concurrency,
+            if r.report.bytes() > 0 {
+                format!("{:.1}", r.mb_per_s)
+            } else {
+                "-".into()
+            },
+            r.req_per_s,
+            r.cpu_s_per_gb.map_or("-".into(), |c| format!("{c:.3}")),
+            r.cpu_us_per_req,
+            if r.peak_rss_mb > 0.0 {
+                format!("{:.0}", r.peak_rss_mb)
+            } else {
+                "-".into()
+            },
+            ms(r.latency, |p| p.p50_ms),
+            ms(r.latency, |p| p.p90_ms),
+            ms(r.latency, |p| p.p99_ms),
+            ms(r.latency, |p| p.p999_ms),
+            ms(r.latency, |p| p.max_ms),
+            ms(r.ttfb, |p| p.p50_ms),
+            ms(r.ttfb, |p| p.p99_ms),
+            r.report.failed(),
+            if fed.is_empty() {
+                "-".into()
+            } else {
+                fed.join(", ")
+            },
+        );
+    }
+    // What the columns cannot hold: each kind of a mixed load, failures and retries by
+    // kind, runs that ended early.
+    for r in rows {
+        let who = format!("  {} {} x{}:", r.workload, r.client, r.concurrency);
+        if r.report.ops.len() > 1 {
+            for (op, s) in &r.report.ops {
+                let p = s.latency.percentiles();
+                println!(
+                    "{who} {}: {} ok, {:.0} req/s, p50 {} ms, p99 {} ms",
+                    op.name(),
+                    s.ok,
+                    s.ok as f64 / r.report.seconds.max(1e-9),
+                    ms(p, |p| p.p50_ms),
+                    ms(p, |p| p.p99_ms),
+                );
+            }
+        }
+        for (kind, n) in &r.errors {
+            println!("{who} {n} failed: {kind}");
+        }
+        for (kind, n) in &r.report.retries {
+            println!("{who} {n} retried: {kind}");
+        }
+        if r.report.ranks > 1 {
+            println!("{who} {} ranks together", r.report.ranks);
+        }
+        match r.report.stopped {
+            Stopped::Duration | Stopped::Count => {}
+            Stopped::Autoterm => println!(
+                "{who} stopped after {:.0} s: throughput steady (--autoterm)",
+                r.report.seconds
+            ),
+            Stopped::Errors => println!("{who} stopped: too many requests failed"),
+            Stopped::Interrupted => println!("{who} interrupted"),
+        }
+    }
+}
+
+impl Row {
+    /// Adds the row another MPI rank measured at the same time: bytes and CPU add up, the
+    /// slowest rank's time is the row's.
+    pub fn merge(&mut self, o: &Row) {
+        let cpu = self.cpu_s_per_gb * self.bytes as f64 / GB + o.cpu_s_per_gb * o.bytes as f64 / GB;
+        self.processes += o.processes;
+        self.bytes += o.bytes;
+        self.seconds = self.seconds.max(o.seconds);
+        self.mb_per_s = mb_per_sec(self.bytes, self.seconds);
+        self.batch_gap_max_ms = self.batch_gap_max_ms.max(o.batch_gap_max_ms);
+        self.cpu_s_per_gb = cpu_s_per_gb(cpu, self.bytes);
+        self.peak_rss_mb = self.peak_rss_mb.max(o.peak_rss_mb);
+        self.first_epoch_mb_per_s = match (self.first_epoch_mb_per_s, o.first_epoch_mb_per_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.endpoints = EndpointCount::sum(self.endpoints.drain(..).chain(o.endpoints.clone()));
+    }
 }

@@ -20,7 +20,8 @@ impl Drop for Server {
     }
 }
 
-pub(super) fn start_server(pin: bool) -> Result<Server, Failure> {
+/// Starts `sluice serve` (in memory) with the service profile `profile`.
+pub(super) fn start_server(pin: bool, profile: &str) -> Result<Server, Failure> {
     let dir = tempfile::tempdir().map_err(|e| Failure::Other(format!("temp dir: {e}")))?;
     let ca = dir.path().join("ca.pem");
     let port = |l: std::net::TcpListener| l.local_addr().map(|a| a.port()).unwrap_or(0);
@@ -39,6 +40,8 @@ pub(super) fn start_server(pin: bool) -> Result<Server, Failure> {
         &format!("127.0.0.1:{http}"),
         "--https-addr",
         &format!("127.0.0.1:{https}"),
+        "--profile",
+        profile,
         "--ca-out",
     ])
     .arg(&ca)

@@ -39,6 +39,8 @@ pub struct WorkerDone {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn worker_row(
     backend: &str,
+    // This MPI rank's first reader's place among all `world` readers of every rank.
+    (first_rank, world): (usize, usize),
     procs: usize,
     prefetch: usize,
     epochs: u32,
@@ -56,9 +58,9 @@ pub(super) fn worker_row(
         cmd.args(["bench-worker", "--list"]).arg(list);
         cmd.args([
             "--rank",
-            &rank.to_string(),
+            &(first_rank + rank).to_string(),
             "--world",
-            &procs.to_string(),
+            &world.to_string(),
             "--prefetch",
             &prefetch.to_string(),
             "--epochs",
@@ -66,32 +68,10 @@ pub(super) fn worker_row(
             "--backend",
             backend,
         ]);
-        if let Some(e) = &store.endpoint {
-            cmd.args(["--endpoint", e]);
-        }
         if pin_endpoint {
             cmd.arg("--pin-endpoint");
         }
-        if !store.endpoints.is_empty() {
-            cmd.arg("--endpoints").arg(store.endpoints.join(","));
-        }
-        if let Some(r) = &store.region {
-            cmd.args(["--region", r]);
-        }
-        if let Some(c) = &store.ca_bundle {
-            cmd.arg("--ca-bundle").arg(c);
-        }
-        if let Some(p) = &store.profile {
-            cmd.args(["--profile", p]);
-        }
-        if store.no_sign_request {
-            cmd.arg("--no-sign-request");
-        }
-        if let Some((ak, sk)) = keys {
-            cmd.env("AWS_ACCESS_KEY_ID", ak)
-                .env("AWS_SECRET_ACCESS_KEY", sk)
-                .env_remove("AWS_SESSION_TOKEN");
-        }
+        pass_store(&mut cmd, store, keys);
         children.push(
             cmd.stdout(Stdio::piped())
                 .spawn()
@@ -170,7 +150,40 @@ pub(super) fn worker_row(
         peak_rss_mb: dones.iter().map(|d| d.peak_rss_bytes).max().unwrap_or(0) as f64 / MB,
         first_epoch_mb_per_s: first,
         endpoints: EndpointCount::sum(dones.into_iter().flat_map(|d| d.endpoints)),
+        accelerators: Vec::new(),
     })
+}
+
+/// Hands a worker process the store's flags (but the backend, which each row names) and, for the embedded server, its keys (in the
+/// environment, never on the command line).
+pub(super) fn pass_store(
+    cmd: &mut std::process::Command,
+    store: &StoreArgs,
+    keys: Option<&(String, String)>,
+) {
+    if let Some(e) = &store.endpoint {
+        cmd.args(["--endpoint", e]);
+    }
+    if !store.endpoints.is_empty() {
+        cmd.arg("--endpoints").arg(store.endpoints.join(","));
+    }
+    if let Some(r) = &store.region {
+        cmd.args(["--region", r]);
+    }
+    if let Some(c) = &store.ca_bundle {
+        cmd.arg("--ca-bundle").arg(c);
+    }
+    if let Some(p) = &store.profile {
+        cmd.args(["--profile", p]);
+    }
+    if store.no_sign_request {
+        cmd.arg("--no-sign-request");
+    }
+    if let Some((ak, sk)) = keys {
+        cmd.env("AWS_ACCESS_KEY_ID", ak)
+            .env("AWS_SECRET_ACCESS_KEY", sk)
+            .env_remove("AWS_SESSION_TOKEN");
+    }
 }
 
 /// One bench worker: reads its shard like a DataLoader worker, in batches of 7, and reports.
@@ -247,7 +260,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
 }
 
 /// VmHWM from /proc/self/status.
-fn peak_rss_bytes() -> u64 {
+pub(super) fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

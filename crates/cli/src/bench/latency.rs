@@ -1,0 +1,112 @@
+//! Per-request latencies of the bench: an HDR histogram of microseconds, carried between
+//! processes (and MPI ranks) as its recorded (value, count) pairs so that they merge exactly.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::time::Duration;
+
+/// The longest latency kept apart: an hour (longer ones are clamped to it).
+const MAX_US: u64 = 3_600_000_000;
+
+/// Latencies in microseconds, 3 significant digits.
+#[derive(Debug, Clone)]
+pub struct Latency(Histogram<u64>);
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self(Histogram::new_with_bounds(1, MAX_US, 3).expect("valid bounds"))
+    }
+}
+
+/// The figures a table shows, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    pub fn record(&mut self, d: Duration) {
+        let us = u64::try_from(d.as_micros())
+            .unwrap_or(MAX_US)
+            .clamp(1, MAX_US);
+        self.0
+            .record(us)
+            .expect("clamped into the histogram's range");
+    }
+
+    pub fn merge(&mut self, other: &Latency) {
+        self.0.add(&other.0).expect("same bounds");
+    }
+
+    #[cfg(test)]
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// `None` when nothing was recorded.
+    pub fn percentiles(&self) -> Option<Percentiles> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let ms = |q: f64| self.0.value_at_quantile(q) as f64 / 1e3;
+        Some(Percentiles {
+            p50_ms: ms(0.5),
+            p90_ms: ms(0.9),
+            p99_ms: ms(0.99),
+            p999_ms: ms(0.999),
+            max_ms: self.0.max() as f64 / 1e3,
+        })
+    }
+}
+
+impl Serialize for Latency {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let pairs: Vec<[u64; 2]> = self
+            .0
+            .iter_recorded()
+            .map(|v| [v.value_iterated_to(), v.count_at_value()])
+            .collect();
+        pairs.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Latency {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pairs = Vec::<[u64; 2]>::deserialize(d)?;
+        let mut h = Latency::default();
+        for [v, n] in pairs {
+            h.0.record_n(v.clamp(1, MAX_US), n)
+                .map_err(serde::de::Error::custom)?;
+        }
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survives_json_and_merges_exactly() {
+        let mut a = Latency::default();
+        let mut b = Latency::default();
+        for i in 1..=1000u64 {
+            a.record(Duration::from_micros(i * 100));
+        }
+        b.record(Duration::from_secs(2));
+        let back: Latency = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(back.percentiles(), a.percentiles());
+        let p = back.percentiles().unwrap();
+        assert!((p.p50_ms - 50.0).abs() < 0.1, "{p:?}");
+        assert!((p.p99_ms - 99.0).abs() < 0.2, "{p:?}");
+        let mut m = back;
+        m.merge(&b);
+        assert_eq!(m.count(), 1001);
+        assert!((m.percentiles().unwrap().max_ms - 2000.0).abs() < 2.0);
+        assert!(Latency::default().percentiles().is_none());
+    }
+}
