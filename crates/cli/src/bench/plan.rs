@@ -89,6 +89,8 @@ impl Plan {
         if a.pin && super::server::which("taskset").is_none() {
             return Err(Failure::Usage("--pin needs `taskset` (util-linux)".into()));
         }
+        sluice_testserver::ServiceProfile::named(&a.server_profile)
+            .map_err(|e| usage("--server-profile", e))?;
         let mix = Mix::parse(&a.mix)?;
         let plan = Self {
             workloads,
