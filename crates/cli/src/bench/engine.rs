@@ -415,7 +415,7 @@ where
             stats
         });
     }
-    let (stopped, per_second, window, cpu) =
+    let (stopped, per_second, cpu) =
         sample(a, label, &live, by_bytes, interrupted, started, tasks.len()).await;
     let mut ops: BTreeMap<Op, OpStats> = BTreeMap::new();
     while let Some(r) = tasks.join_next().await {
@@ -432,10 +432,12 @@ where
             }
         }
     }
+    // The window closes when the last counted request has finished: a request that started
+    // inside it is counted, so its time is too.
     let window_s = live
         .measuring
         .get()
-        .map_or(0.0, |m| window.unwrap_or_else(|| m.elapsed()).as_secs_f64());
+        .map_or(0.0, |m| m.elapsed().as_secs_f64());
     OpsReport {
         workload: label.into(),
         seconds: window_s,
@@ -462,7 +464,7 @@ fn diff(now: BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<
 
 /// Watches the run once a second: opens the window after the warmup, records each
 /// second's figure, draws the progress bar, and decides when to stop. Returns why it
-/// stopped, the per-second figures, the window's length, and the CPU time at its start.
+/// stopped, the per-second figures, and the CPU time at the window's start.
 async fn sample(
     a: &OpsArgs,
     label: &str,
@@ -471,7 +473,7 @@ async fn sample(
     interrupted: &AtomicBool,
     started: Instant,
     tasks: usize,
-) -> (Stopped, Vec<f64>, Option<Duration>, Option<f64>) {
+) -> (Stopped, Vec<f64>, Option<f64>) {
     let mut cpu0 = live.measuring.get().and_then(|_| rusage::this_process());
     let pb = progress(
         (a.warmup + a.duration).as_secs(),
@@ -483,9 +485,9 @@ async fn sample(
     let mut last = 0u64;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut next_second = started + Duration::from_secs(1);
-    let stop = |why, per_second, window, cpu0| {
+    let stop = |why, per_second, cpu0| {
         live.stop.store(true, Ordering::SeqCst);
-        (why, per_second, window, cpu0)
+        (why, per_second, cpu0)
     };
     loop {
         tick.tick().await;
@@ -516,11 +518,11 @@ async fn sample(
         let window = live.measuring.get().map(|m| now.duration_since(*m));
         if interrupted.load(Ordering::SeqCst) {
             pb.finish_and_clear();
-            return stop(Stopped::Interrupted, per_second, window, cpu0);
+            return stop(Stopped::Interrupted, per_second, cpu0);
         }
         if live.finished.load(Ordering::Relaxed) as usize >= tasks {
             pb.finish_and_clear();
-            return stop(Stopped::Count, per_second, window, cpu0);
+            return stop(Stopped::Count, per_second, cpu0);
         }
         let (ok, failed) = (
             live.ok.load(Ordering::Relaxed),
@@ -529,17 +531,17 @@ async fn sample(
         if failed >= MIN_ERRORS_TO_STOP && failed as f64 > a.max_error_share * (ok + failed) as f64
         {
             pb.finish_and_clear();
-            return stop(Stopped::Errors, per_second, window, cpu0);
+            return stop(Stopped::Errors, per_second, cpu0);
         }
         if let Some(pct) = a.autoterm
             && steady(&per_second, pct)
         {
             pb.finish_and_clear();
-            return stop(Stopped::Autoterm, per_second, window, cpu0);
+            return stop(Stopped::Autoterm, per_second, cpu0);
         }
         if window.is_some_and(|w| w >= a.duration) {
             pb.finish_and_clear();
-            return stop(Stopped::Duration, per_second, window, cpu0);
+            return stop(Stopped::Duration, per_second, cpu0);
         }
     }
 }
@@ -665,5 +667,21 @@ impl Ctx {
         drop(reads);
         let ttfb = lock(&first).map(|t| t - t0);
         Ok((Op::Get, bytes, ttfb))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn autoterm_waits_for_five_steady_seconds() {
+        assert!(!steady(&[100.0; 4], 5.0), "four seconds are not enough");
+        assert!(steady(&[10.0, 500.0, 100.0, 104.0, 97.0, 101.0, 99.0], 5.0));
+        assert!(
+            !steady(&[100.0, 104.0, 97.0, 101.0, 120.0], 5.0),
+            "the last one jumped"
+        );
+        assert!(!steady(&[0.0; 6], 5.0), "nothing moving is not steady");
     }
 }
