@@ -421,14 +421,7 @@ where
     while let Some(r) = tasks.join_next().await {
         if let Ok(stats) = r {
             for (op, s) in stats {
-                let e = ops.entry(op).or_default();
-                e.ok += s.ok;
-                e.bytes += s.bytes;
-                for (k, n) in s.errors {
-                    *e.errors.entry(k).or_default() += n;
-                }
-                e.latency.merge(&s.latency);
-                e.ttfb.merge(&s.ttfb);
+                ops.entry(op).or_default().merge(&s);
             }
         }
     }

@@ -28,7 +28,8 @@ impl OpStats {
         self.errors.values().sum()
     }
 
-    fn merge(&mut self, o: &OpStats) {
+    /// Adds another task's or process's figures for the same kind.
+    pub fn merge(&mut self, o: &OpStats) {
         self.ok += o.ok;
         self.bytes += o.bytes;
         for (k, n) in &o.errors {
