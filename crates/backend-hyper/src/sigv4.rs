@@ -12,12 +12,23 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use sluice_core::{Error, Result};
 use std::time::SystemTime;
 
+/// What the signature says of the body (`x-amz-content-sha256`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// `UNSIGNED-PAYLOAD`: sent as it is.
+    Unsigned,
+    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: aws-chunked, its checksum in a trailer
+    /// (`chunked`).
+    StreamingTrailer,
+}
+
 /// Adds `Authorization`, `x-amz-date`, `x-amz-content-sha256` (and the session token) to `req`.
 pub fn sign_request<B>(
     req: &mut http::Request<B>,
     creds: &Credentials,
     region: &str,
     now: SystemTime,
+    payload: Payload,
 ) -> Result<()> {
     let mut settings = SigningSettings::default();
     settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
@@ -42,7 +53,10 @@ pub fn sign_request<B>(
         req.method().as_str(),
         uri.as_str(),
         headers,
-        SignableBody::UnsignedPayload,
+        match payload {
+            Payload::Unsigned => SignableBody::UnsignedPayload,
+            Payload::StreamingTrailer => SignableBody::StreamingUnsignedPayloadTrailer,
+        },
     )
     .map_err(|e| Error::config("signing", format!("cannot sign request to {uri}: {e}")))?;
     let (instructions, _signature) = sign(signable, &params)
@@ -69,7 +83,14 @@ mod tests {
             None,
             "t",
         );
-        sign_request(&mut req, &creds, "us-east-1", SystemTime::UNIX_EPOCH).unwrap();
+        sign_request(
+            &mut req,
+            &creds,
+            "us-east-1",
+            SystemTime::UNIX_EPOCH,
+            Payload::Unsigned,
+        )
+        .unwrap();
         let h = req.headers();
         let auth = h["authorization"].to_str().unwrap();
         assert!(

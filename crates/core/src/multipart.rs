@@ -21,10 +21,13 @@ use tokio::task::JoinSet;
 pub const PART_CONCURRENCY: usize = 4;
 
 /// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
-/// attempt each). A `checksum` given is sent for the store to check the bytes against
-/// (`checksum`'s module says why and how); a stack that cannot send one ignores it. A
-/// condition (`PutMode`) or attributes a stack cannot send are refused (`store::unsupported`),
-/// never dropped.
+/// attempt each). With `checksummed`, a body carries its CRC64NVME for the store to check
+/// the bytes against (`checksum`'s module says why and how). The wire computes it, because
+/// it can do so as it sends: hyper checksums each piece of the body just before the socket
+/// copies it (an aws-chunked trailer), where a pass over the whole body beforehand read it
+/// from memory once more, 11% of an upload's CPU. A stack that cannot send one sends none
+/// and says so by returning no CRC. A condition (`PutMode`) or attributes a stack cannot
+/// send are refused (`store::unsupported`), never dropped.
 #[async_trait]
 pub trait MultipartApi: Send + Sync + 'static {
     /// One PUT of a whole object, with `opts`' condition and attributes. Returns its ETag.
@@ -32,7 +35,7 @@ pub trait MultipartApi: Send + Sync + 'static {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksum: Option<Crc>,
+        checksummed: bool,
         opts: &PutOptions,
     ) -> Result<Option<String>>;
     /// CreateMultipartUpload, the object to carry `opts.attributes`; with `checksummed`, the
@@ -45,15 +48,16 @@ pub trait MultipartApi: Send + Sync + 'static {
         checksummed: bool,
         opts: &PutOptions,
     ) -> Result<String>;
-    /// Returns the ETag the response carried; `upload` turns a missing one into an error.
+    /// Returns the ETag the response carried (`upload` turns a missing one into an error)
+    /// and the CRC the part was sent with.
     async fn upload_part(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>>;
+        checksummed: bool,
+    ) -> Result<PartSent>;
     /// `parts` in order; `checksum` is the whole object's; the object appears only if
     /// `mode` allows. Returns the object's ETag.
     async fn complete_upload(
@@ -124,6 +128,15 @@ impl Drop for AbortGuard {
             }
         }
     }
+}
+
+/// What UploadPart answered, and what it sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartSent {
+    /// The ETag the store answered with, if it did.
+    pub etag: Option<String>,
+    /// The CRC the part carried, if it carried one.
+    pub checksum: Option<Crc>,
 }
 
 /// A part uploaded: what CompleteMultipartUpload names it by.
@@ -263,13 +276,13 @@ async fn put_whole(
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: &Bytes,
-    crc: Option<Crc>,
+    checksummed: bool,
     opts: &PutOptions,
 ) -> Result<Option<String>> {
     let sent = std::sync::atomic::AtomicBool::new(false);
     retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
-        match api.put_object(uri, data.clone(), crc, opts).await {
+        match api.put_object(uri, data.clone(), checksummed, opts).await {
             Err(e) if again && e.is_precondition_failed() => Ok(Some(
                 applied_earlier(api, uri, Some(md5_etag(data)))
                     .await?
@@ -281,8 +294,8 @@ async fn put_whole(
     .await
 }
 
-/// Uploads `data` as parts of `part_size` bytes (the last shorter), each with its checksum
-/// when `checksums`, the object made as `opts` says. On error, or if this future is dropped
+/// Uploads `data` as parts of `part_size` bytes (the last shorter), each checksummed when
+/// `checksums`, the object made as `opts` says. On error, or if this future is dropped
 /// before Complete, the upload is aborted.
 pub async fn upload(
     api: &Arc<dyn MultipartApi>,
@@ -311,10 +324,7 @@ pub async fn upload(
         .map(|(i, c)| (i as u32 + 1, data.slice_ref(c)))
         .collect();
     let uploaded: Result<Vec<UploadedPart>> = futures::stream::iter(parts)
-        .map(|(n, chunk)| {
-            let crc = checksums.then(|| Crc::of(&chunk));
-            upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk, crc)
-        })
+        .map(|(n, chunk)| upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk, checksums))
         .buffered(PART_CONCURRENCY)
         .try_collect()
         .await;
@@ -341,8 +351,8 @@ pub async fn upload(
     result
 }
 
-/// Uploads part `n` with retries, with its checksum `crc` when given (sent with every
-/// attempt); a reply without an ETag is an error (Complete needs it).
+/// Uploads part `n` with retries, checksummed when `checksummed`; a reply without an ETag
+/// is an error (Complete needs it).
 async fn upload_part(
     api: &dyn MultipartApi,
     policy: &RetryPolicy,
@@ -350,24 +360,25 @@ async fn upload_part(
     upload_id: &str,
     n: u32,
     chunk: Bytes,
-    crc: Option<Crc>,
+    checksummed: bool,
 ) -> Result<UploadedPart> {
-    let etag = retry(policy, || async {
-        api.upload_part(uri, upload_id, n, chunk.clone(), crc)
-            .await?
-            .ok_or_else(|| {
-                Error::transport(
-                    uri.to_string(),
-                    format!("UploadPart {n} answered without an ETag"),
-                )
-            })
+    retry(policy, || async {
+        let sent = api
+            .upload_part(uri, upload_id, n, chunk.clone(), checksummed)
+            .await?;
+        let etag = sent.etag.ok_or_else(|| {
+            Error::transport(
+                uri.to_string(),
+                format!("UploadPart {n} answered without an ETag"),
+            )
+        })?;
+        Ok(UploadedPart {
+            number: n,
+            etag,
+            checksum: sent.checksum,
+        })
     })
-    .await?;
-    Ok(UploadedPart {
-        number: n,
-        etag,
-        checksum: crc,
-    })
+    .await
 }
 
 /// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
@@ -386,8 +397,7 @@ pub async fn put(
     if data.len() as u64 >= threshold {
         return upload(api, policy, uri, data, part_size, checksums, opts).await;
     }
-    let crc = checksums.then(|| Crc::of(&data));
-    let etag = put_whole(api.as_ref(), policy, uri, &data, crc, opts).await?;
+    let etag = put_whole(api.as_ref(), policy, uri, &data, checksums, opts).await?;
     Ok(PutInfo { etag, parts: None })
 }
 
@@ -439,7 +449,7 @@ impl Multipart {
             upload_id,
             number,
             data,
-            None,
+            false,
         )
         .await
     }
@@ -475,8 +485,6 @@ pub struct MultipartWriter {
     upload: AbortGuard,
     /// Bytes written but not yet cut into a part (less than one part).
     pending: BytesMut,
-    /// Their CRC, when checksums are on and any are pending.
-    pending_crc: Option<Crc>,
     next_part: u32,
     in_flight: JoinSet<Result<UploadedPart>>,
     done: Vec<UploadedPart>,
@@ -515,7 +523,6 @@ impl MultipartWriter {
             uri,
             opts,
             pending: BytesMut::new(),
-            pending_crc: None,
             next_part: 1,
             in_flight: JoinSet::new(),
             done: Vec::new(),
@@ -528,9 +535,8 @@ impl MultipartWriter {
         usize::try_from(self.opts.part_size).unwrap_or(usize::MAX)
     }
 
-    /// Starts uploading `part` (whose CRC is `crc`, when checksums are on) as the next part
-    /// number, first waiting for a slot.
-    async fn send(&mut self, part: Bytes, crc: Option<Crc>) -> Result<()> {
+    /// Starts uploading `part` as the next part number, first waiting for a slot.
+    async fn send(&mut self, part: Bytes) -> Result<()> {
         let n = self.next_part;
         if n > MAX_PARTS {
             return Err(Error::config(
@@ -559,8 +565,18 @@ impl MultipartWriter {
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
+        let checksummed = self.opts.checksums;
         self.in_flight.spawn(async move {
-            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await
+            upload_part(
+                api.as_ref(),
+                &policy,
+                &uri,
+                &upload_id,
+                n,
+                part,
+                checksummed,
+            )
+            .await
         });
         Ok(())
     }
@@ -605,18 +621,9 @@ impl MultipartWriter {
         }
     }
 
-    /// The CRC of `bytes` when checksums are on. Taken as the bytes arrive, while they are
-    /// still in the cache the caller (or the copy into `pending`) left them in: a CRC pass
-    /// over a part later, from memory, cost 11% of `sluice cp`'s CPU (`crc-fast`: 80 GB/s
-    /// from L2, 12 from DRAM on the 2-core VM).
-    fn crc(&self, bytes: &[u8]) -> Option<Crc> {
-        self.opts.checksums.then(|| Crc::of(bytes))
-    }
-
-    /// The bytes pending, as a part, with their CRC.
-    fn take_pending(&mut self) -> (Bytes, Option<Crc>) {
-        let crc = self.pending_crc.take();
-        (self.pending.split().freeze(), crc)
+    /// The bytes pending, as a part.
+    fn take_pending(&mut self) -> Bytes {
+        self.pending.split().freeze()
     }
 
     async fn write_inner(&mut self, mut data: Bytes) -> Result<()> {
@@ -625,36 +632,28 @@ impl MultipartWriter {
             if self.pending.is_empty() && data.len() >= part_len {
                 // A whole part inside the caller's buffer: sent without a copy.
                 let part = data.split_to(part_len);
-                let crc = self.crc(&part);
-                self.send(part, crc).await?;
+                self.send(part).await?;
                 continue;
             }
             let take = (part_len - self.pending.len()).min(data.len());
-            let piece = data.split_to(take);
-            self.pending.extend_from_slice(&piece);
-            if let Some(crc) = self.crc(&piece) {
-                let so_far = self.pending_crc.unwrap_or_else(|| Crc::of(&[]));
-                self.pending_crc = Some(so_far.then(crc));
-            }
+            self.pending.extend_from_slice(&data.split_to(take));
             if self.pending.len() == part_len {
-                let (part, crc) = self.take_pending();
-                self.send(part, crc).await?;
+                let part = self.take_pending();
+                self.send(part).await?;
             }
         }
         Ok(())
     }
 
     async fn finish_inner(&mut self) -> Result<WriteInfo> {
-        let (rest, pending_crc) = self.take_pending();
-        // Nothing written at all: the CRC of no bytes.
-        let crc = pending_crc.or_else(|| self.crc(&rest));
+        let rest = self.take_pending();
         if self.upload.upload_id.is_none() {
             let etag = put_whole(
                 self.api.as_ref(),
                 &self.policy,
                 &self.uri,
                 &rest,
-                crc,
+                self.opts.checksums,
                 &self.opts.put,
             )
             .await?;
@@ -665,7 +664,7 @@ impl MultipartWriter {
             });
         }
         if !rest.is_empty() {
-            self.send(rest, crc).await?;
+            self.send(rest).await?;
         }
         while !self.in_flight.is_empty() {
             self.reap_one().await?;
@@ -778,7 +777,7 @@ mod tests {
             &self,
             uri: &ObjectUri,
             data: Bytes,
-            _: Option<Crc>,
+            _: bool,
             opts: &PutOptions,
         ) -> Result<Option<String>> {
             let mut single = self.single.lock().unwrap();
@@ -807,12 +806,9 @@ mod tests {
             _: &str,
             n: u32,
             data: Bytes,
-            checksum: Option<Crc>,
-        ) -> Result<Option<String>> {
-            assert!(
-                checksum.is_none_or(|c| c == Crc::of(&data)),
-                "part {n}'s checksum"
-            );
+            checksummed: bool,
+        ) -> Result<PartSent> {
+            let checksum = checksummed.then(|| Crc::of(&data));
             {
                 let mut a = self.active.lock().unwrap();
                 a.0 += 1;
@@ -835,8 +831,11 @@ mod tests {
                 ));
             }
             self.parts.lock().unwrap().push((n, data));
-            // MD5-shaped, as S3's are, so that the object's ETag can be derived from them.
-            Ok((self.no_etag_part != Some(n)).then(|| format!("\"{n:032x}\"")))
+            Ok(PartSent {
+                // MD5-shaped, as S3's are, so that the object's ETag can be derived from them.
+                etag: (self.no_etag_part != Some(n)).then(|| format!("\"{n:032x}\"")),
+                checksum,
+            })
         }
         async fn complete_upload(
             &self,

@@ -12,7 +12,7 @@ use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage, paginate};
-use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
+use crate::multipart::{self, MultipartApi, MultipartWriter, PartSent, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
@@ -213,10 +213,10 @@ impl<W: Wire> MultipartApi for Limited<W> {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksum: Option<Crc>,
+        checksummed: bool,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.send(self.wire.put_object(uri, data, checksum, opts))
+        self.send(self.wire.put_object(uri, data, checksummed, opts))
             .await
     }
 
@@ -236,11 +236,11 @@ impl<W: Wire> MultipartApi for Limited<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>> {
+        checksummed: bool,
+    ) -> Result<PartSent> {
         self.send(
             self.wire
-                .upload_part(uri, upload_id, part_number, data, checksum),
+                .upload_part(uri, upload_id, part_number, data, checksummed),
         )
         .await
     }

@@ -4,7 +4,7 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, UploadedPart};
+use crate::multipart::{MultipartApi, PartSent, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -137,11 +137,11 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksum: Option<Crc>,
+        checksummed: bool,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
         self.call(Op::Put, uri)?;
-        self.inner.put_object(uri, data, checksum, opts).await
+        self.inner.put_object(uri, data, checksummed, opts).await
     }
 
     async fn create_upload(
@@ -160,11 +160,11 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>> {
+        checksummed: bool,
+    ) -> Result<PartSent> {
         self.call(Op::UploadPart, uri)?;
         self.inner
-            .upload_part(uri, upload_id, part_number, data, checksum)
+            .upload_part(uri, upload_id, part_number, data, checksummed)
             .await
     }
 
