@@ -25,7 +25,6 @@ fn signing(c: &mut Criterion) {
                 &creds,
                 "us-east-1",
                 SystemTime::now(),
-                sluice_backend_hyper::sigv4::Payload::Unsigned,
             )
             .unwrap();
             req

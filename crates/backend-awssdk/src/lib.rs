@@ -26,7 +26,7 @@ use bytes::Bytes;
 use sluice_core::checksum::Crc;
 use sluice_core::error::{error_chain, find_source};
 use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use sluice_core::multipart::{MultipartApi, PartSent, UploadedPart};
+use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
 use sluice_core::{
@@ -168,17 +168,14 @@ impl MultipartApi for AwsSdkWire {
         })
     }
 
-    /// The CRC is computed here, before the SDK sends the body (one more pass over it), and
-    /// given to the SDK: the value sent is then the one Complete repeats.
     async fn put_object(
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
-        let checksum = checksummed.then(|| Crc::of(&data));
         let put = self.client.put_object();
         let out = with_attributes!(put, &opts.attributes);
         let out = out
@@ -222,10 +219,9 @@ impl MultipartApi for AwsSdkWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let s = uri.to_string();
-        let checksum = checksummed.then(|| Crc::of(&data));
         let out = self
             .client
             .upload_part()
@@ -239,10 +235,7 @@ impl MultipartApi for AwsSdkWire {
             .send()
             .await
             .map_err(|e| self.err(&s, e))?;
-        Ok(PartSent {
-            etag: out.e_tag().map(str::to_owned),
-            checksum,
-        })
+        Ok(out.e_tag().map(str::to_owned))
     }
 
     async fn complete_upload(

@@ -11,7 +11,6 @@
 
 mod addressing;
 mod buffered;
-mod chunked;
 mod direct;
 mod resolve;
 pub mod sigv4;
@@ -24,7 +23,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use sluice_core::checksum::{self, Crc};
 use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use sluice_core::multipart::{MultipartApi, PartSent, UploadedPart};
+use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::reply::ErrorDoc;
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::wire::MAX_UPLOADS_PAGE;
@@ -70,29 +69,6 @@ impl WireFromConfig for HyperWire {
 impl HyperWire {
     fn cfg(&self) -> &StoreConfig {
         self.transport.config()
-    }
-
-    /// A PUT of `data` (an object or a part), checksummed in a trailer when `checksummed`
-    /// (`chunked`); the response and the CRC sent.
-    async fn put(
-        &self,
-        subject: &str,
-        url: &str,
-        headers: HeaderMap,
-        data: Bytes,
-        checksummed: bool,
-    ) -> Result<(http::Response<hyper::body::Incoming>, Option<Crc>)> {
-        let t = &self.transport;
-        if checksummed {
-            let (resp, crc) = t
-                .send_checksummed(subject, Method::PUT, url, headers, data)
-                .await?;
-            return Ok((resp, Some(crc)));
-        }
-        Ok((
-            t.send(subject, Method::PUT, url, headers, data).await?,
-            None,
-        ))
     }
 
     async fn xml_body(
@@ -165,6 +141,19 @@ fn get_headers(subject: &str, req: &GetRequest<'_>, checksums: bool) -> Result<H
     Ok(headers)
 }
 
+/// The headers that carry a body's checksum (`sluice_core::checksum`), as the AWS SDKs send
+/// them: the value, and which algorithm made it.
+fn checksum_headers(checksum: Option<Crc>) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    if let Some(crc) = checksum {
+        let value = HeaderValue::from_str(&crc.to_base64()).expect("base64 is a header value");
+        h.insert(checksum::HEADER, value);
+        let algorithm = HeaderValue::from_static(checksum::ALGORITHM);
+        h.insert("x-amz-sdk-checksum-algorithm", algorithm);
+    }
+    h
+}
+
 /// The attributes as headers (`Attributes::validate` has checked they are header values).
 fn add_attributes(headers: &mut HeaderMap, subject: &str, attributes: &Attributes) -> Result<()> {
     for (name, value) in attributes.to_headers() {
@@ -205,7 +194,6 @@ impl GetAttempt for HyperWire {
                     &url,
                     get_headers(&subject, req, self.cfg().checksums.on_download)?,
                     (),
-                    sigv4::Payload::Unsigned,
                 )
                 .await?;
             match direct.get(&subject, req, &signed, sink).await {
@@ -266,15 +254,18 @@ impl MultipartApi for HyperWire {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
-        let mut headers = HeaderMap::new();
+        let mut headers = checksum_headers(checksum);
         add_attributes(&mut headers, &s, &opts.attributes)?;
         add_condition(&mut headers, &s, &opts.mode)?;
-        let (resp, _) = self.put(&s, &url, headers, data, checksummed).await?;
+        let resp = self
+            .transport
+            .send(&s, Method::PUT, &url, headers, data)
+            .await?;
         Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
@@ -315,20 +306,18 @@ impl MultipartApi for HyperWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let s = uri.to_string();
         let n = part_number.to_string();
         let url = self
             .addressing
             .object(uri, &[("partNumber", &n), ("uploadId", upload_id)]);
-        let (resp, checksum) = self
-            .put(&s, &url, HeaderMap::new(), data, checksummed)
+        let resp = self
+            .transport
+            .send(&s, Method::PUT, &url, checksum_headers(checksum), data)
             .await?;
-        Ok(PartSent {
-            etag: header_str(resp.headers(), "etag").map(str::to_owned),
-            checksum,
-        })
+        Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
     async fn complete_upload(

@@ -12,23 +12,12 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use sluice_core::{Error, Result};
 use std::time::SystemTime;
 
-/// What the signature says of the body (`x-amz-content-sha256`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Payload {
-    /// `UNSIGNED-PAYLOAD`: sent as it is.
-    Unsigned,
-    /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: aws-chunked, its checksum in a trailer
-    /// (`chunked`).
-    StreamingTrailer,
-}
-
 /// Adds `Authorization`, `x-amz-date`, `x-amz-content-sha256` (and the session token) to `req`.
 pub fn sign_request<B>(
     req: &mut http::Request<B>,
     creds: &Credentials,
     region: &str,
     now: SystemTime,
-    payload: Payload,
 ) -> Result<()> {
     let mut settings = SigningSettings::default();
     settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
@@ -53,10 +42,7 @@ pub fn sign_request<B>(
         req.method().as_str(),
         uri.as_str(),
         headers,
-        match payload {
-            Payload::Unsigned => SignableBody::UnsignedPayload,
-            Payload::StreamingTrailer => SignableBody::StreamingUnsignedPayloadTrailer,
-        },
+        SignableBody::UnsignedPayload,
     )
     .map_err(|e| Error::config("signing", format!("cannot sign request to {uri}: {e}")))?;
     let (instructions, _signature) = sign(signable, &params)
@@ -83,14 +69,7 @@ mod tests {
             None,
             "t",
         );
-        sign_request(
-            &mut req,
-            &creds,
-            "us-east-1",
-            SystemTime::UNIX_EPOCH,
-            Payload::Unsigned,
-        )
-        .unwrap();
+        sign_request(&mut req, &creds, "us-east-1", SystemTime::UNIX_EPOCH).unwrap();
         let h = req.headers();
         let auth = h["authorization"].to_str().unwrap();
         assert!(

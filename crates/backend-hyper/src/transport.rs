@@ -4,7 +4,7 @@
 use crate::resolve::GuardedResolver;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
-use http_body_util::{BodyExt, Either, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
@@ -18,13 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::buffered::BufferedConnector;
-use crate::chunked::ChunkedBody;
-use crate::sigv4::Payload;
-use sluice_core::checksum::Crc;
-use std::sync::OnceLock;
-
-/// A request's body: bytes as they are, or aws-chunked with a CRC trailer.
-pub type RequestBody = Either<Full<Bytes>, ChunkedBody>;
 
 /// HTTP/2 flow-control windows, sized for bandwidth × delay: 25 Gbit/s × 5 ms ≈ 16 MiB per
 /// stream, and four streams' worth per connection. hyper's defaults (64 KiB … 5 MiB) cap
@@ -45,7 +38,7 @@ pub const READ_BUF_MAX: usize = 256 << 10;
 
 #[derive(Debug, Clone)]
 pub struct Transport {
-    client: Client<HttpsConnector<BufferedConnector>, RequestBody>,
+    client: Client<HttpsConnector<BufferedConnector>, Full<Bytes>>,
     cfg: Arc<StoreConfig>,
 }
 
@@ -97,58 +90,9 @@ impl Transport {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response<Incoming>> {
-        let body = Either::Left(Full::new(body));
         let req = self
-            .signed(
-                subject,
-                method.clone(),
-                url,
-                headers,
-                body,
-                Payload::Unsigned,
-            )
+            .signed(subject, method.clone(), url, headers, Full::new(body))
             .await?;
-        self.round_trip(subject, method, url, req).await
-    }
-
-    /// As `send`, `data` framed aws-chunked with its CRC64NVME in a trailer (`chunked`
-    /// says why); returns the response and the CRC sent.
-    pub async fn send_checksummed(
-        &self,
-        subject: &str,
-        method: Method,
-        url: &str,
-        mut headers: HeaderMap,
-        data: Bytes,
-    ) -> Result<(Response<Incoming>, Crc)> {
-        ChunkedBody::headers(data.len(), &mut headers);
-        let sent = Arc::new(OnceLock::new());
-        let body = Either::Right(ChunkedBody::new(data.clone(), sent.clone()));
-        let req = self
-            .signed(
-                subject,
-                method.clone(),
-                url,
-                headers,
-                body,
-                Payload::StreamingTrailer,
-            )
-            .await?;
-        let response = self.round_trip(subject, method, url, req).await?;
-        // A store answers a PUT after reading its body; one that answered 2xx before the
-        // trailer went out checked nothing, and this is still the CRC of the bytes.
-        let crc = sent.get().copied().unwrap_or_else(|| Crc::of(&data));
-        Ok((response, crc))
-    }
-
-    /// Sends a signed request, waiting at most the first-byte timeout for its answer.
-    async fn round_trip(
-        &self,
-        subject: &str,
-        method: Method,
-        url: &str,
-        req: Request<RequestBody>,
-    ) -> Result<Response<Incoming>> {
         let first_byte = self.cfg.timeouts.first_byte;
         let response = match tokio::time::timeout(first_byte, self.client.request(req)).await {
             Err(_) => {
@@ -167,8 +111,8 @@ impl Transport {
         Err(self.error_response(subject, method, url, response).await)
     }
 
-    /// The request, with its `Host` header and signed (unless anonymous) as carrying
-    /// `payload`. `subject` (the URI) names it in errors.
+    /// The request, with its `Host` header and signed (unless anonymous). `subject` (the
+    /// URI) names it in errors.
     pub async fn signed<B>(
         &self,
         subject: &str,
@@ -176,7 +120,6 @@ impl Transport {
         url: &str,
         headers: HeaderMap,
         body: B,
-        payload: Payload,
     ) -> Result<Request<B>> {
         let mut req = Request::builder()
             .method(method)
@@ -198,19 +141,7 @@ impl Transport {
                 .map_err(|_| Error::config("endpoint", format!("bad host {host:?}")))?,
         );
         if let Some(creds) = self.cfg.credentials.get(subject).await? {
-            crate::sigv4::sign_request(
-                &mut req,
-                &creds,
-                &self.cfg.region,
-                SystemTime::now(),
-                payload,
-            )?;
-        } else if payload == Payload::StreamingTrailer {
-            // Unsigned, the header still tells the store how the body is framed.
-            req.headers_mut().insert(
-                "x-amz-content-sha256",
-                http::HeaderValue::from_static(crate::chunked::STREAMING_TRAILER),
-            );
+            crate::sigv4::sign_request(&mut req, &creds, &self.cfg.region, SystemTime::now())?;
         }
         Ok(req)
     }

@@ -27,7 +27,7 @@ use object_store::{
 };
 use sluice_core::checksum::Crc;
 use sluice_core::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use sluice_core::multipart::{MultipartApi, PartSent, UploadedPart};
+use sluice_core::multipart::{MultipartApi, UploadedPart};
 use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use sluice_core::store::unsupported;
 use sluice_core::{
@@ -259,12 +259,12 @@ impl MultipartApi for ObjectStoreWire {
         })
     }
     /// object_store can send no CRC (its one checksum option is SHA-256 on every request,
-    /// which costs more CPU than the upload): no body is checksummed, and parts say so.
+    /// which costs more CPU than the upload): the checksums core passes are not sent.
     async fn put_object(
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        _checksummed: bool,
+        _checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
         let opts = object_store::PutOptions {
@@ -318,18 +318,15 @@ impl MultipartApi for ObjectStoreWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        _checksummed: bool,
-    ) -> Result<PartSent> {
+        _checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         let id = upload_id.to_owned();
         let part = self
             .store(uri.bucket())?
             .put_part(&path(uri)?, &id, part_number as usize - 1, data.into())
             .await
             .map_err(self.err(uri))?;
-        Ok(PartSent {
-            etag: Some(part.content_id),
-            checksum: None,
-        })
+        Ok(Some(part.content_id))
     }
 
     async fn complete_upload(

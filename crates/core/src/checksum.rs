@@ -5,8 +5,7 @@
 //!
 //! The checksum is CRC64NVME, S3's default and its only full-object CRC for multipart
 //! uploads: each PUT and each part carries the CRC of its bytes
-//! (`x-amz-checksum-crc64nvme`, a header or, as hyper sends it, an aws-chunked trailer, taken
-//! by the wire as it sends: `multipart::MultipartApi` says why), and CompleteMultipartUpload carries the whole object's,
+//! (`x-amz-checksum-crc64nvme`), and CompleteMultipartUpload carries the whole object's,
 //! combined from the parts' (a CRC of concatenated bytes follows from the CRCs of the pieces
 //! and their lengths), which the store checks against what it assembled. The CRC is
 //! computed by `crc-fast` with carry-less multiplication (PCLMULQDQ / VPCLMULQDQ / PMULL),
@@ -70,53 +69,9 @@ impl Crc {
     }
 }
 
-/// A CRC taken piece by piece as bytes go by: what a wire that checksums a body while
-/// sending it keeps (each piece read once, while it is in the cache the send reads it from).
-#[derive(Debug, Clone, Copy)]
-pub struct Running {
-    digest: crc_fast::Digest,
-    len: u64,
-}
-
-impl Default for Running {
-    fn default() -> Self {
-        Self {
-            digest: crc_fast::Digest::new(Crc64Nvme),
-            len: 0,
-        }
-    }
-}
-
-impl Running {
-    /// Adds the next bytes.
-    pub fn update(&mut self, data: &[u8]) {
-        self.digest.update(data);
-        self.len += data.len() as u64;
-    }
-
-    /// The CRC of every byte added so far.
-    pub fn crc(&self) -> Crc {
-        Crc {
-            crc: self.digest.finalize(),
-            len: self.len,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_running_crc_is_the_crc_of_its_pieces_together() {
-        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 253) as u8).collect();
-        let mut running = Running::default();
-        for piece in data.chunks(65_536) {
-            running.update(piece);
-        }
-        assert_eq!(running.crc(), Crc::of(&data));
-        assert_eq!(Running::default().crc(), Crc::of(&[]));
-    }
 
     #[test]
     fn parts_combine_to_the_whole_and_encode_as_s3_does() {

@@ -22,7 +22,7 @@ use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, PartSent, UploadedPart};
+use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -420,13 +420,13 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
         follow!(self, uri.bucket(), |w| w.put_object(
             uri,
             data.clone(),
-            checksummed,
+            checksum,
             opts
         ))
     }
@@ -450,14 +450,14 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         follow!(self, uri.bucket(), |w| w.upload_part(
             uri,
             upload_id,
             part_number,
             data.clone(),
-            checksummed
+            checksum
         ))
     }
 

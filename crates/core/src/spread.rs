@@ -10,7 +10,7 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, PartSent, UploadedPart};
+use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -267,10 +267,10 @@ impl<W: Wire> MultipartApi for Spread<W> {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.attempt(data.len(), |w| w.put_object(uri, data, checksummed, opts))
+        self.attempt(data.len(), |w| w.put_object(uri, data, checksum, opts))
             .await
     }
 
@@ -290,10 +290,10 @@ impl<W: Wire> MultipartApi for Spread<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         self.attempt(data.len(), |w| {
-            w.upload_part(uri, upload_id, part_number, data, checksummed)
+            w.upload_part(uri, upload_id, part_number, data, checksum)
         })
         .await
     }

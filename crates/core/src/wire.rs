@@ -12,7 +12,7 @@ use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage, paginate};
-use crate::multipart::{self, MultipartApi, MultipartWriter, PartSent, UploadedPart};
+use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::redirect::Redirects;
 use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
@@ -213,10 +213,10 @@ impl<W: Wire> MultipartApi for Limited<W> {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.send(self.wire.put_object(uri, data, checksummed, opts))
+        self.send(self.wire.put_object(uri, data, checksum, opts))
             .await
     }
 
@@ -236,11 +236,11 @@ impl<W: Wire> MultipartApi for Limited<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         self.send(
             self.wire
-                .upload_part(uri, upload_id, part_number, data, checksummed),
+                .upload_part(uri, upload_id, part_number, data, checksum),
         )
         .await
     }

@@ -4,7 +4,7 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, PartSent, UploadedPart};
+use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
@@ -137,11 +137,11 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
         self.call(Op::Put, uri)?;
-        self.inner.put_object(uri, data, checksummed, opts).await
+        self.inner.put_object(uri, data, checksum, opts).await
     }
 
     async fn create_upload(
@@ -160,11 +160,11 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
         self.call(Op::UploadPart, uri)?;
         self.inner
-            .upload_part(uri, upload_id, part_number, data, checksummed)
+            .upload_part(uri, upload_id, part_number, data, checksum)
             .await
     }
 

@@ -4,7 +4,7 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, PartSent, UploadedPart, md5_etag, multipart_etag};
+use crate::multipart::{MultipartApi, UploadedPart, md5_etag, multipart_etag};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead, same_etag};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
@@ -259,8 +259,7 @@ impl GetAttempt for MemoryWire {
     }
 }
 
-/// As S3: an object whose bytes do not match the whole-object checksum Complete was sent
-/// with is refused (400 BadDigest): what checks core's combining of the parts' CRCs.
+/// As S3: bytes that do not match the checksum sent with them are refused (400 BadDigest).
 fn check(uri: &ObjectUri, data: &[u8], checksum: Option<Crc>) -> Result<()> {
     match checksum {
         Some(sent) if sent != Crc::of(data) => Err(Error::from_service(
@@ -306,10 +305,10 @@ impl MultipartApi for MemoryWire {
         &self,
         uri: &ObjectUri,
         data: Bytes,
-        _checksummed: bool,
+        checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
-        // In-process, the bytes checksummed are the bytes stored: nothing to check.
+        check(uri, &data, checksum)?;
         refuse_attributes(uri, &opts.attributes)?;
         admit(&self.state(), uri, &opts.mode)?;
         Ok(Some(self.insert(uri, data)))
@@ -335,19 +334,16 @@ impl MultipartApi for MemoryWire {
         upload_id: &str,
         part_number: u32,
         data: Bytes,
-        checksummed: bool,
-    ) -> Result<PartSent> {
-        let checksum = checksummed.then(|| Crc::of(&data));
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
+        check(uri, &data, checksum)?;
         let etag = md5_etag(&data);
         let mut st = self.state();
         let (_, parts) = st.uploads.get_mut(upload_id).ok_or_else(|| {
             Error::from_service(uri.to_string(), 404, "NoSuchUpload", upload_id, None)
         })?;
         parts.insert(part_number, (data, etag.clone()));
-        Ok(PartSent {
-            etag: Some(etag),
-            checksum,
-        })
+        Ok(Some(etag))
     }
 
     async fn complete_upload(

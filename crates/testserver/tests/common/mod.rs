@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use sluice_backend_hyper::sigv4::{Payload, sign_request};
+use sluice_backend_hyper::sigv4::sign_request;
 use sluice_testserver::{DEFAULT_BUCKET, TestServer};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -49,14 +49,7 @@ pub async fn request(
         None,
         "test",
     );
-    sign_request(
-        &mut req,
-        &creds,
-        "us-east-1",
-        SystemTime::now(),
-        Payload::Unsigned,
-    )
-    .unwrap();
+    sign_request(&mut req, &creds, "us-east-1", SystemTime::now()).unwrap();
     // http1 over the wire wants origin-form.
     *req.uri_mut() = path.parse().unwrap();
 
