@@ -508,7 +508,20 @@ fn bench_runs_end_to_end_and_writes_json_and_svg() {
         );
         assert!(r["mb_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["first_epoch_mb_per_s"].as_f64().is_some());
+        // Each object of the last pass timed: 4 objects, merged over the shape's processes.
+        let lat = &r["latency"];
+        assert!(lat["p50_ms"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(lat["max_ms"].as_f64() >= lat["p99_ms"].as_f64(), "{r}");
+        let counted: u64 = r["latency_us"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[1].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, 4, "{r}");
     }
+    let curl = rows.iter().find(|r| r["client"] == "curl").unwrap();
+    assert!(curl["latency"]["p50_ms"].as_f64().unwrap() > 0.0, "{curl}");
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(
         svg.starts_with("<svg") && svg.contains("2x2"),

@@ -262,6 +262,12 @@ impl Loader {
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
     }
+
+    /// Every object's fetch latency so far, from its admission to its last byte, as an HDR
+    /// histogram of microseconds (what `StatsSnapshot`'s percentiles are read from).
+    pub fn latency_histogram(&self) -> hdrhistogram::Histogram<u64> {
+        self.stats.latency_histogram()
+    }
 }
 
 impl Drop for Loader {

@@ -114,6 +114,12 @@ impl Stats {
         }
     }
 
+    /// Every object's fetch latency so far (microseconds, 3 significant digits): what a
+    /// caller merges across loaders or processes, as the bench does.
+    pub fn latency_histogram(&self) -> Histogram<u64> {
+        self.latency.lock().unwrap().clone()
+    }
+
     /// The counters and percentiles as of now.
     pub fn snapshot(&self) -> StatsSnapshot {
         let end = self

@@ -2,6 +2,7 @@
 //! (`curl_row`, beside the reader shapes), and curl making the GETs and PUTs of `small` and
 //! `put` with `--parallel` (`curl_ops_row`), each transfer's time from its `-w` line.
 
+use super::latency::Latency;
 use super::ops::{OpStats, OpsReport, Stopped};
 use super::report::Row;
 use super::server::pinned;
@@ -173,6 +174,10 @@ pub(super) async fn curl_row(
         )));
     }
     let mb = mb_per_sec(total, secs);
+    let mut latency = Latency::default();
+    for w in &lines {
+        latency.record(w.total);
+    }
     Ok(Row {
         client: "curl".into(),
         processes: 1,
@@ -189,7 +194,10 @@ pub(super) async fn curl_row(
         first_epoch_mb_per_s: None,
         endpoints: Vec::new(),
         accelerators: Vec::new(),
-    })
+        latency: None,
+        latency_us: None,
+    }
+    .with_latency(latency))
 }
 
 /// curl making `op` (GET of `objects`, or PUT of `uploads`' files to their keys), `parallel`

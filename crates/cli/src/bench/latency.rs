@@ -38,6 +38,25 @@ impl Latency {
             .expect("clamped into the histogram's range");
     }
 
+    /// The values another histogram recorded (the loader's, whose bounds may differ), each
+    /// clamped into this one's range.
+    pub fn from_recorded(pairs: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        let mut h = Latency::default();
+        for (v, n) in pairs {
+            h.0.record_n(v.clamp(1, MAX_US), n)
+                .expect("clamped into the histogram's range");
+        }
+        h
+    }
+
+    /// What `h` recorded.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        Self::from_recorded(
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value())),
+        )
+    }
+
     pub fn merge(&mut self, other: &Latency) {
         self.0.add(&other.0).expect("same bounds");
     }
@@ -77,12 +96,7 @@ impl Serialize for Latency {
 impl<'de> Deserialize<'de> for Latency {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let pairs = Vec::<[u64; 2]>::deserialize(d)?;
-        let mut h = Latency::default();
-        for [v, n] in pairs {
-            h.0.record_n(v.clamp(1, MAX_US), n)
-                .map_err(serde::de::Error::custom)?;
-        }
-        Ok(h)
+        Ok(Self::from_recorded(pairs.into_iter().map(|[v, n]| (v, n))))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The bench's results: one row per client and shape, printed as a table.
 
-use super::latency::Percentiles;
+use super::latency::{Latency, Percentiles};
 use super::ops::{OpsReport, Stopped};
 use super::sizes::Preset;
 use crate::output::{Failure, GB, MB, cpu_s_per_gb, mb_per_sec};
@@ -31,6 +31,13 @@ pub struct Row {
     /// For an MLPerf preset: accelerators the last pass's rate keeps at the minimum AU.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accelerators: Vec<(String, u64)>,
+    /// Per object of the last pass, from its request (the loader: its admission, prefetch
+    /// slot and memory held) to its last byte; ranged reads of one object count as one.
+    #[serde(default)]
+    pub latency: Option<Percentiles>,
+    /// The histogram those are read from, kept so rows of several ranks merge exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<Latency>,
 }
 
 /// One endpoint's share of a row.
@@ -63,7 +70,7 @@ impl EndpointCount {
 
 pub(super) fn print_table(rows: &[Row]) {
     println!(
-        "{:<12} {:>5} {:>8} {:>9} {:>11} {:>10} {:>10} {:>9} {:>9} {:>11}",
+        "{:<12} {:>5} {:>8} {:>9} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11}",
         "client",
         "procs",
         "prefetch",
@@ -71,6 +78,8 @@ pub(super) fn print_table(rows: &[Row]) {
         "MB/s/proc",
         "gap p50ms",
         "gap maxms",
+        "obj p50ms",
+        "obj p99ms",
         "CPU-s/GB",
         "RSS MB",
         "1st pass"
@@ -97,7 +106,7 @@ pub(super) fn print_table(rows: &[Row]) {
     };
     for r in rows {
         println!(
-            "{:<12} {:>5} {:>8} {:>9.0} {:>11.0} {:>10} {:>10} {:>9.3} {:>9} {:>11}{}",
+            "{:<12} {:>5} {:>8} {:>9.0} {:>11.0} {:>10} {:>10} {:>9} {:>9} {:>9.3} {:>9} {:>11}{}",
             r.client,
             r.processes,
             r.prefetch,
@@ -105,6 +114,8 @@ pub(super) fn print_table(rows: &[Row]) {
             r.per_process_mb_per_s,
             or_dash(r.batch_gap_p50_ms, 1),
             or_dash(r.batch_gap_max_ms, 1),
+            or_dash(r.latency.map_or(0.0, |l| l.p50_ms), 1),
+            or_dash(r.latency.map_or(0.0, |l| l.p99_ms), 1),
             r.cpu_s_per_gb,
             or_dash(r.peak_rss_mb, 0),
             r.first_epoch_mb_per_s
@@ -332,5 +343,16 @@ impl Row {
             _ => None,
         };
         self.endpoints = EndpointCount::sum(self.endpoints.drain(..).chain(o.endpoints.clone()));
+        if let (Some(mine), Some(theirs)) = (&mut self.latency_us, &o.latency_us) {
+            mine.merge(theirs);
+            self.latency = mine.percentiles();
+        }
+    }
+
+    /// `latency` (and what it is read from) of a histogram; none when it is empty.
+    pub fn with_latency(mut self, latency: Latency) -> Self {
+        self.latency = latency.percentiles();
+        self.latency_us = self.latency.is_some().then_some(latency);
+        self
     }
 }

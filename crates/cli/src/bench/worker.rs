@@ -3,6 +3,7 @@
 //! starts them and sums their reports into a row.
 
 use super::args::WorkerArgs;
+use super::latency::Latency;
 use super::report::{EndpointCount, Row};
 use super::server::pinned;
 use crate::StoreArgs;
@@ -26,6 +27,9 @@ pub struct WorkerEpoch {
     seconds: f64,
     gap_p50_ms: f64,
     gap_max_ms: f64,
+    /// Each object's fetch time.
+    #[serde(default)]
+    latency: Latency,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -118,6 +122,10 @@ pub(super) fn worker_row(
         mb_per_sec(b, s)
     });
     let gaps: Vec<&WorkerEpoch> = per_epoch.iter().filter_map(|w| w.last()).collect();
+    let mut latency = Latency::default();
+    for e in &gaps {
+        latency.merge(&e.latency);
+    }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -151,7 +159,10 @@ pub(super) fn worker_row(
         first_epoch_mb_per_s: first,
         endpoints: EndpointCount::sum(dones.into_iter().flat_map(|d| d.endpoints)),
         accelerators: Vec::new(),
-    })
+        latency: None,
+        latency_us: None,
+    }
+    .with_latency(latency))
 }
 
 /// Hands a worker process the store's flags (but the backend, which each row names) and, for the embedded server, its keys (in the
@@ -238,6 +249,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
             seconds: s.elapsed.as_secs_f64(),
             gap_p50_ms: ms(s.batch_gap_p50),
             gap_max_ms: ms(s.batch_gap_max),
+            latency: Latency::of(&loader.latency_histogram()),
         };
         println!("{}", serde_json::to_string(&line).expect("serialisable"));
     }
