@@ -1,6 +1,6 @@
 //! Exit codes, human and JSON output.
 
-use sluice_core::Error;
+use sluice_core::{Error, ErrorKind};
 use std::fmt;
 use std::time::Duration;
 
@@ -20,11 +20,14 @@ pub enum Failure {
 impl Failure {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Failure::Store(Error::InvalidUri { .. } | Error::InvalidConfig { .. })
-            | Failure::Usage(_) => EXIT_USAGE,
-            Failure::Store(Error::NotFound { .. }) => EXIT_NOT_FOUND,
-            Failure::Store(Error::PermissionDenied { .. }) => EXIT_DENIED,
-            _ => EXIT_OTHER,
+            Failure::Usage(_) => EXIT_USAGE,
+            Failure::Other(_) => EXIT_OTHER,
+            Failure::Store(e) => match e.kind() {
+                ErrorKind::InvalidInput => EXIT_USAGE,
+                ErrorKind::NotFound => EXIT_NOT_FOUND,
+                ErrorKind::PermissionDenied => EXIT_DENIED,
+                _ => EXIT_OTHER,
+            },
         }
     }
 }

@@ -30,6 +30,38 @@ impl std::fmt::Display for TimeoutPhase {
     }
 }
 
+/// What kind of failure an [`Error`] is ([`Error::kind`]), without its details: what callers
+/// branch on to pick an exit code, an exception class or an expectation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// [`Error::NotFound`].
+    NotFound,
+    /// [`Error::PermissionDenied`].
+    PermissionDenied,
+    /// [`Error::InvalidUri`] or `Error::InvalidConfig`: the caller's input, not the store.
+    InvalidInput,
+    /// [`Error::Timeout`].
+    Timeout,
+    /// [`Error::Transport`].
+    Transport,
+    /// [`Error::Service`].
+    Service,
+    /// [`Error::Integrity`].
+    Integrity,
+    /// [`Error::Redirect`].
+    Redirect,
+    /// [`Error::Cancelled`].
+    Cancelled,
+    /// [`Error::Io`].
+    Io,
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
 /// Every error sluice returns, by kind rather than by client stack: each backend maps its
 /// library's errors to these variants (by type, HTTP status and S3 code), so callers and the
 /// retry policy treat a failure the same whichever backend met it. `is_retryable` says which
@@ -301,22 +333,37 @@ impl Error {
         }
     }
 
+    /// What kind of failure this is: the one map from variant to kind that the CLI's exit
+    /// codes, Python's exception classes and the hostile catalogue's expectations share.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
+            Error::InvalidUri { .. } | Error::InvalidConfig { .. } => ErrorKind::InvalidInput,
+            Error::Timeout { .. } => ErrorKind::Timeout,
+            Error::Transport { .. } => ErrorKind::Transport,
+            Error::Service { .. } => ErrorKind::Service,
+            Error::Integrity { .. } => ErrorKind::Integrity,
+            Error::Redirect { .. } => ErrorKind::Redirect,
+            Error::Cancelled { .. } => ErrorKind::Cancelled,
+            Error::Io { .. } => ErrorKind::Io,
+        }
+    }
+
     /// The error's kind in a few words, for counting failures by kind (`sluice bench`):
-    /// the variant, with the HTTP status and S3 code of a service error or the phase of a
+    /// the kind, with the HTTP status and S3 code of a service error or the phase of a
     /// timeout, never a URI or a server's text.
     pub fn kind_label(&self) -> String {
+        let kind = self.kind();
         match self {
-            Error::NotFound { code, .. } => format!("NotFound {code}"),
-            Error::PermissionDenied { status, code, .. } => format!("Denied {status} {code}"),
+            Error::NotFound { code, .. } => format!("{kind} {code}"),
+            Error::PermissionDenied { status, code, .. } => format!("{kind} {status} {code}"),
             Error::InvalidUri { .. } => "InvalidUri".into(),
             Error::InvalidConfig { .. } => "InvalidConfig".into(),
-            Error::Timeout { phase, .. } => format!("Timeout {phase}"),
-            Error::Transport { .. } => "Transport".into(),
+            Error::Timeout { phase, .. } => format!("{kind} {phase}"),
             Error::Service { status, code, .. } => format!("HTTP {status} {code}"),
-            Error::Integrity { .. } => "Integrity".into(),
-            Error::Redirect { .. } => "Redirect".into(),
-            Error::Cancelled { .. } => "Cancelled".into(),
-            Error::Io { source, .. } => format!("Io {:?}", source.kind()),
+            Error::Io { source, .. } => format!("{kind} {:?}", source.kind()),
+            _ => kind.to_string(),
         }
     }
 

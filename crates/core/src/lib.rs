@@ -32,7 +32,7 @@ pub mod wire;
 pub use config::{Checksums, StoreConfig, Timeouts};
 pub use congestion::CongestionStats;
 pub use credentials::CredentialsCache;
-pub use error::{Error, Result, TimeoutPhase};
+pub use error::{Error, ErrorKind, Result, TimeoutPhase};
 pub use put_options::{Attributes, PutMode, PutOptions};
 pub use range::{ByteRange, RangePlanner};
 pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};

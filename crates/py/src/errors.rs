@@ -6,7 +6,7 @@ use pyo3::exceptions::{
     PyValueError,
 };
 use pyo3::prelude::*;
-use sluice_core::{Error, PutMode};
+use sluice_core::{Error, ErrorKind, PutMode};
 
 pyo3::create_exception!(
     sluice,
@@ -17,13 +17,13 @@ pyo3::create_exception!(
 
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
-    match &e {
-        Error::NotFound { .. } => PyFileNotFoundError::new_err(msg),
-        Error::PermissionDenied { .. } => PyPermissionError::new_err(msg),
-        Error::InvalidUri { .. } | Error::InvalidConfig { .. } => PyValueError::new_err(msg),
-        Error::Timeout { .. } => PyTimeoutError::new_err(msg),
+    match (e.kind(), &e) {
+        (ErrorKind::NotFound, _) => PyFileNotFoundError::new_err(msg),
+        (ErrorKind::PermissionDenied, _) => PyPermissionError::new_err(msg),
+        (ErrorKind::InvalidInput, _) => PyValueError::new_err(msg),
+        (ErrorKind::Timeout, _) => PyTimeoutError::new_err(msg),
         // A file system error keeps its errno, as Python's own would.
-        Error::Io { source, .. } => match source.raw_os_error() {
+        (_, Error::Io { source, .. }) => match source.raw_os_error() {
             Some(errno) => PyOSError::new_err((errno, msg)),
             None => PyOSError::new_err(msg),
         },
@@ -31,6 +31,8 @@ pub fn to_py(e: Error) -> PyErr {
     }
 }
 
+/// `S3Error`, its `code` the S3 error code of a service error, else the kind's name
+/// (Transport, Integrity, Redirect, Cancelled).
 fn s3_error(e: &Error, msg: String) -> PyErr {
     let (status, code, request_id) = match e {
         Error::Service {
@@ -39,10 +41,8 @@ fn s3_error(e: &Error, msg: String) -> PyErr {
             request_id,
             ..
         } => (Some(*status), code.clone(), request_id.clone()),
-        Error::Integrity { .. } => (None, "Integrity".to_owned(), None),
-        Error::Redirect { moved, .. } => (Some(moved.status), "Redirect".to_owned(), None),
-        Error::Cancelled { .. } => (None, "Cancelled".to_owned(), None),
-        _ => (None, "Transport".to_owned(), None),
+        Error::Redirect { moved, .. } => (Some(moved.status), e.kind().to_string(), None),
+        _ => (None, e.kind().to_string(), None),
     };
     let uri = e.subject().to_owned();
     Python::attach(|py| {

@@ -6,6 +6,7 @@
 
 use crate::hostile::{HostileServer, Reply, Seen};
 use futures::TryStreamExt;
+use sluice_core::ErrorKind;
 use sluice_core::{
     ByteRange, CredentialsCache, Error, ObjectStore, ObjectUri, RetryPolicy, StoreConfig, Timeouts,
 };
@@ -49,50 +50,25 @@ pub enum Op {
     Put(usize),
 }
 
-/// The error kinds a case accepts (backends differ in how their stacks classify some
-/// failures; every one of them is specific and names the URI).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Integrity,
-    Timeout,
-    Transport,
-    Service,
-    NotFound,
-    Denied,
-    Redirect,
-}
-
-impl Kind {
-    pub fn of(e: &Error) -> Option<Kind> {
-        Some(match e {
-            Error::Integrity { .. } => Kind::Integrity,
-            Error::Timeout { .. } => Kind::Timeout,
-            Error::Transport { .. } => Kind::Transport,
-            Error::Service { .. } => Kind::Service,
-            Error::NotFound { .. } => Kind::NotFound,
-            Error::PermissionDenied { .. } => Kind::Denied,
-            Error::Redirect { .. } => Kind::Redirect,
-            _ => return None,
-        })
-    }
-}
-
+/// What a case expects. Errors are accepted by core's `ErrorKind` (backends differ in how
+/// their stacks classify some failures, so a case may accept several); every error must be
+/// specific and name the URI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
     /// These bytes (a read), this many entries (a listing), or success (a put or head).
     Ok(&'static [u8]),
     Listed(usize),
     /// This many entries, or an error of one of these kinds.
-    ListedOr(usize, &'static [Kind]),
+    ListedOr(usize, &'static [ErrorKind]),
     Done,
     /// An error of one of these kinds.
-    Error(&'static [Kind]),
+    Error(&'static [ErrorKind]),
     /// These bytes, or an error of one of these kinds: HTTP allows either reading.
-    OkOr(&'static [u8], &'static [Kind]),
+    OkOr(&'static [u8], &'static [ErrorKind]),
     /// Corruption a checksum reveals: an error of one of these kinds from every backend but
     /// those named, which do not check this answer (their gap, printed in the table); from
     /// those, any success.
-    Checked(&'static [Kind], &'static [&'static str]),
+    Checked(&'static [ErrorKind], &'static [&'static str]),
 }
 
 /// The backends that send no upload checksum (object_store's S3 client cannot) or do not
@@ -221,7 +197,7 @@ fn listing(contents: &[(&str, &str)], truncated: bool, token: Option<&str>) -> R
     Reply::with_body(200, &[("Content-Type", "application/xml")], x)
 }
 
-use Kind::*;
+use ErrorKind::*;
 
 /// The catalogue.
 pub fn catalogue() -> Vec<Case> {
@@ -469,7 +445,7 @@ pub fn catalogue() -> Vec<Case> {
                     ),
                 )
             },
-            Expect::Error(&[Denied]),
+            Expect::Error(&[PermissionDenied]),
         ),
         c(
             "error_xml_truncated",
@@ -706,7 +682,7 @@ pub fn catalogue() -> Vec<Case> {
             "403 AccessDenied to a PUT",
             Op::Put(1000),
             |_, _| Reply::s3_error(403, "AccessDenied", "Access Denied"),
-            Expect::Error(&[Denied]),
+            Expect::Error(&[PermissionDenied]),
         ),
     ]
 }
@@ -737,7 +713,7 @@ pub enum Outcome {
     Bytes(bytes::Bytes),
     Listed(usize),
     /// This many entries, or an error of one of these kinds.
-    ListedOr(usize, &'static [Kind]),
+    ListedOr(usize, &'static [ErrorKind]),
     Done,
 }
 
@@ -787,8 +763,7 @@ pub fn judge(case: &Case, backend: &str, got: &Result<Outcome, Error>) -> Result
             | Expect::Checked(kinds, _),
             Err(e),
         ) => {
-            let kind = Kind::of(e);
-            if !kind.is_some_and(|k| kinds.contains(&k)) {
+            if !kinds.contains(&e.kind()) {
                 return Err(format!("expected one of {kinds:?}, got {e}"));
             }
             check_message(&e.to_string())
@@ -841,9 +816,7 @@ pub async fn run_catalogue(make: crate::conformance::MakeStore) {
         let summary = match &got {
             Err(_) => "hang".to_owned(),
             Ok(Ok(o)) => format!("ok: {}", short(o)),
-            Ok(Err(e)) => {
-                Kind::of(e).map_or_else(|| "other error".to_owned(), |k| format!("{k:?}"))
-            }
+            Ok(Err(e)) => e.kind().to_string(),
         };
         println!("CATALOGUE\t{}\t{}\t{summary}", store.backend(), case.name);
         let verdict = match got {
