@@ -3,8 +3,8 @@
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::operation::RequestId;
+use sluice_core::error::{Moved, is_redirect};
 use sluice_core::error::{error_chain, find_source};
-use sluice_core::redirect::{Moved, is_redirect};
 use sluice_core::{Error, StoreConfig, TimeoutPhase};
 
 pub fn map_error<E>(uri: &str, cfg: &StoreConfig, e: SdkError<E, HttpResponse>) -> Error

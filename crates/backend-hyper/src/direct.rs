@@ -22,7 +22,7 @@
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
 use sluice_core::error::sources;
-use sluice_core::redirect::{Moved, is_redirect};
+use sluice_core::error::{Moved, is_redirect};
 use sluice_core::reply::{MAX_ERROR_BODY, error_reply};
 use sluice_core::resume::{BodySink, GetRequest, ResponseHead};
 use sluice_core::{Error, Result, StoreConfig, TimeoutPhase};

@@ -5,8 +5,8 @@
 
 use crate::http::{ErrorReply, WholeObject};
 use object_store::client::{HttpError, HttpErrorKind};
+use sluice_core::error::{Moved, is_redirect};
 use sluice_core::error::{error_chain, find_source};
-use sluice_core::redirect::{Moved, is_redirect};
 use sluice_core::reply::error_reply;
 use sluice_core::{Error, ObjectUri, TimeoutPhase, Timeouts};
 

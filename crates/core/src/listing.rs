@@ -1,8 +1,8 @@
 //! Paginated listings as one stream, for backends that page through ListObjectsV2 themselves.
 
 use crate::error::{Error, Result};
+use crate::object::ListEntry;
 use crate::retry::{RetryPolicy, retry};
-use crate::store::ListEntry;
 use futures::stream::BoxStream;
 use futures::{Future, StreamExt};
 
@@ -134,30 +134,6 @@ where
     })
     .flatten()
     .boxed()
-}
-
-/// `store`'s listing of `prefix` as a channel that owns it: `ObjectStore::list` borrows its
-/// store, so a consumer that must own its stream (a Python iterator, object_store's
-/// `'static` list) gets one from a task on the current runtime, which pages ahead by at most
-/// `ahead` entries, ends after the first error, and stops when the receiver is dropped.
-/// Must be called within a tokio runtime.
-pub fn spawn_list(
-    store: std::sync::Arc<dyn crate::store::ObjectStore>,
-    prefix: crate::uri::ObjectUri,
-    recursive: bool,
-    ahead: usize,
-) -> tokio::sync::mpsc::Receiver<Result<ListEntry>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(ahead.max(1));
-    tokio::spawn(async move {
-        let mut entries = store.list(&prefix, recursive);
-        while let Some(e) = entries.next().await {
-            let failed = e.is_err();
-            if tx.send(e).await.is_err() || failed {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 #[cfg(test)]

@@ -4,10 +4,9 @@
 
 use crate::checksum::Crc;
 use crate::error::{Error, Result};
+use crate::object::{ObjectMeta, PutInfo, same_etag};
 use crate::put_options::{Attributes, PutMode, PutOptions};
-use crate::resume::same_etag;
 use crate::retry::{RetryPolicy, retry};
-use crate::store::{ObjectMeta, PutInfo};
 use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
@@ -16,9 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
-/// Parts uploaded at once per object. Enough to fill a link from one object; the loader and
-/// CLI parallelise across objects on top of this.
-pub const PART_CONCURRENCY: usize = 4;
+use crate::upload::PART_CONCURRENCY;
 
 /// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
 /// attempt each). A `checksum` given is sent for the store to check the bytes against

@@ -20,7 +20,7 @@
 use crate::checksum::Crc;
 use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
-use crate::error::{Error, Result};
+use crate::error::{Error, Moved, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
@@ -42,69 +42,6 @@ pub const MAX_REDIRECTS: usize = 3;
 /// Wires kept for redirect targets; a gateway naming more nodes than this has the oldest
 /// forgotten (their connections closed), not memory grown without bound.
 const MAX_TARGETS: usize = 64;
-
-/// Whether an HTTP status is a redirect a request may follow with its method and body (not
-/// 303, which asks for a GET instead; 304 Not Modified answers a conditional request).
-pub fn is_redirect(status: u16) -> bool {
-    matches!(status, 301 | 302 | 307 | 308)
-}
-
-/// A redirect as a store answered it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moved {
-    /// 301, 302, 307 or 308.
-    pub status: u16,
-    /// The `Location` header, resolved against the request's URL (scrubbed of secrets).
-    pub location: Option<String>,
-    /// The `x-amz-bucket-region` header.
-    pub region: Option<String>,
-}
-
-impl Moved {
-    /// A 301 or 308: the bucket lives there from now on.
-    pub fn is_permanent(&self) -> bool {
-        matches!(self.status, 301 | 308)
-    }
-
-    /// The error a wire returns for a redirect reply about `subject`, with its `Location`
-    /// (resolved against `base`, the request's URL, when the wire knows it) and
-    /// `x-amz-bucket-region` headers.
-    pub fn error(
-        subject: &str,
-        status: u16,
-        base: Option<&Url>,
-        location: Option<&str>,
-        region: Option<&str>,
-    ) -> Error {
-        let location = location.map(|l| {
-            let resolved = base
-                .and_then(|b| b.join(l).ok())
-                .map_or_else(|| l.to_owned(), String::from);
-            crate::error::scrub(&resolved)
-        });
-        Error::Redirect {
-            uri: subject.to_owned(),
-            moved: Moved {
-                status,
-                location,
-                region: region.map(crate::error::scrub),
-            },
-            refused: None,
-        }
-    }
-}
-
-impl std::fmt::Display for Moved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HTTP {} redirect", self.status)?;
-        match (&self.location, &self.region) {
-            (Some(l), Some(r)) => write!(f, " to {l} (region {r})"),
-            (Some(l), None) => write!(f, " to {l}"),
-            (None, Some(r)) => write!(f, " to region {r}"),
-            (None, None) => f.write_str(" with neither Location nor x-amz-bucket-region"),
-        }
-    }
-}
 
 /// The configuration of a wire that sends `from`'s requests where `moved` points, or why
 /// that must not be done.
@@ -492,7 +429,7 @@ impl<W: Wire> Wire for Redirects<W> {
         self.home.config()
     }
 
-    fn endpoint_stats(&self) -> Vec<crate::spread::EndpointStats> {
+    fn endpoint_stats(&self) -> Vec<crate::store::EndpointStats> {
         self.home.endpoint_stats()
     }
 

@@ -3,10 +3,11 @@
 //! `If-Match` on its ETag. Every backend's `get_into` goes through `get_with_resume`.
 
 use crate::error::{Error, Result, TimeoutPhase};
+use crate::object::same_etag;
+use crate::object::{GetInfo, GetOptions, MAX_OBJECT_SIZE};
 use crate::range::ByteRange;
 use crate::retry::RetryPolicy;
 use crate::segment::Segment;
-use crate::store::{GetInfo, GetOptions, MAX_OBJECT_SIZE};
 use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
@@ -277,17 +278,6 @@ pub trait GetAttempt: Send + Sync {
     /// Makes one attempt at `req`, writing its answer into `sink` as described above. An
     /// error reply (4xx, 5xx) is returned as the `Error` it maps to, before `sink.begin`.
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()>;
-}
-
-/// Two ETags name the same version (S3 sends them quoted; some stores do not).
-pub fn same_etag(a: &str, b: &str) -> bool {
-    let bare = |t: &str| {
-        t.trim()
-            .trim_start_matches("W/")
-            .trim_matches('"')
-            .to_owned()
-    };
-    bare(a) == bare(b)
 }
 
 /// The `Integrity` error of a read that would mix two versions of `uri`.

@@ -13,7 +13,7 @@ use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
 use crate::resume::{BodySink, GetAttempt, GetRequest};
-use crate::store::{ObjectMeta, PutInfo};
+use crate::store::{EndpointStats, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
@@ -29,25 +29,6 @@ use url::Url;
 const FIRST_DOWN: Duration = Duration::from_millis(200);
 /// The longest an endpoint is avoided: a node that comes back is used again within this.
 const MAX_DOWN: Duration = Duration::from_secs(10);
-
-/// What one endpoint has done so far.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EndpointStats {
-    /// The endpoint.
-    pub url: Url,
-    /// Attempts sent to it.
-    pub requests: u64,
-    /// Attempts that failed to reach it (refused, reset, timed out).
-    pub failures: u64,
-    /// Body bytes received from it.
-    pub bytes_read: u64,
-    /// Body bytes sent to it (PUTs and parts).
-    pub bytes_written: u64,
-    /// Attempts in flight now.
-    pub in_flight: usize,
-    /// Whether it is being avoided now.
-    pub down: bool,
-}
 
 #[derive(Debug)]
 struct Endpoint<W> {
@@ -363,10 +344,10 @@ impl<W: Wire> Wire for Spread<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::s3store::S3Store;
     use crate::segment::Segment;
     use crate::store::{GetOptions, ObjectStore};
     use crate::testing::{self, Faulty, MemoryWire, Op, reset};
-    use crate::wire::S3Store;
 
     /// A store over `n` nodes of one in-memory cluster, each behind a `Faulty`.
     fn cluster(n: usize, latency: Duration) -> S3Store<Spread<Faulty<MemoryWire>>> {

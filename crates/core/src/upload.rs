@@ -6,6 +6,10 @@
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::put_options::PutOptions;
+
+/// Parts uploaded at once per object. Enough to fill a link from one object; the loader and
+/// CLI parallelise across objects on top of this.
+pub const PART_CONCURRENCY: usize = 4;
 use async_trait::async_trait;
 use bytes::Bytes;
 
@@ -38,7 +42,7 @@ impl WriteOptions {
     pub fn from_config(cfg: &StoreConfig) -> Self {
         Self {
             part_size: cfg.multipart_part_size,
-            max_in_flight: crate::multipart::PART_CONCURRENCY,
+            max_in_flight: PART_CONCURRENCY,
             abort_on_drop: true,
             checksums: cfg.checksums.on_upload,
             put: PutOptions::default(),

@@ -3,7 +3,8 @@
 use crate::budget::Reservation;
 use crate::pool::BufferPool;
 use bytes::Bytes;
-use sluice_core::resume::{changed, same_etag};
+use sluice_core::object::same_etag;
+use sluice_core::resume::changed;
 use sluice_core::{
     ByteRange, Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment,
     SegmentedBuffer,

@@ -74,7 +74,7 @@ impl SluiceObjectStore {
             bucket: bucket.into(),
             parts: WriteOptions {
                 part_size: sluice_core::config::DEFAULT_MULTIPART_PART_SIZE,
-                max_in_flight: sluice_core::multipart::PART_CONCURRENCY,
+                max_in_flight: sluice_core::upload::PART_CONCURRENCY,
                 abort_on_drop: true,
                 // The stores' default; a wire that cannot send checksums ignores it.
                 checksums: true,
@@ -424,7 +424,7 @@ impl object_store::ObjectStore for SluiceObjectStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let rx = match self.prefix_uri(prefix) {
-            Ok(uri) => sluice_core::listing::spawn_list(self.store.clone(), uri, true, 1000),
+            Ok(uri) => sluice_core::store::spawn_list(self.store.clone(), uri, true, 1000),
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })

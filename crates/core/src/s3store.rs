@@ -1,0 +1,576 @@
+//! `S3Store`: the one `ObjectStore` over any `Wire` (request policy: retries, resumption,
+//! multipart, paging, the in-flight limit and congestion control), and the limiter that
+//! holds each request's permit.
+
+use crate::checksum::Crc;
+use crate::config::StoreConfig;
+use crate::congestion::{Congestion, CongestionStats};
+use crate::error::{Error, Result};
+use crate::listing::{ListOptions, ListPage, Upload, paginate};
+use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
+use crate::put_options::{PutMode, PutOptions};
+use crate::redirect::Redirects;
+use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
+use crate::retry::retry;
+use crate::segment::Segment;
+use crate::store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
+use crate::upload::{ObjectWriter, WriteOptions};
+use crate::uri::ObjectUri;
+use crate::wire::{MAX_DELETE_BATCH, Wire, WireFromConfig};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use std::future::Future;
+use std::sync::Arc;
+
+/// `uris` cut into DeleteObjects batches: runs of one bucket, `MAX_DELETE_BATCH` at most.
+fn delete_batches(uris: &[ObjectUri]) -> Vec<&[ObjectUri]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    for i in 1..=uris.len() {
+        if i == uris.len()
+            || i - start == MAX_DELETE_BATCH
+            || uris[i].bucket() != uris[start].bucket()
+        {
+            batches.push(&uris[start..i]);
+            start = i;
+        }
+    }
+    batches
+}
+
+/// An `ObjectStore` over any `Wire`: the one implementation of request policy. Each
+/// operation is retried under the configuration's `retry` policy; GETs are resumed from the
+/// first missing byte and pinned to one version by ETag (`get_with_resume`); PUTs at or
+/// above `multipart_threshold` become multipart uploads that are aborted on failure;
+/// listings are paged (`paginate`); and at most `max_connections` requests are in flight,
+/// each holding its permit until its body has been read, fewer while the store throttles
+/// (`congestion`). Clones share the wire and the limit.
+#[derive(Debug)]
+pub struct S3Store<W> {
+    inner: Arc<Limited<W>>,
+}
+
+impl<W> Clone for S3Store<W> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<W: WireFromConfig> S3Store<W> {
+    /// Builds the wire from `cfg` and the store over it.
+    /// Redirects are followed on wires built the same way (see `redirect`).
+    pub fn new(cfg: StoreConfig) -> Result<Self> {
+        Ok(Self::with(W::from_config(cfg)?, Some(W::from_config)))
+    }
+
+    /// Builds the store from the standard AWS environment (see `StoreConfig::from_env`).
+    pub async fn from_env() -> Result<Self> {
+        Self::new(StoreConfig::from_env().await?)
+    }
+}
+
+impl<W: Wire> S3Store<W> {
+    /// The policy layer over `wire`, configured by `wire.config()`. Having no way to build
+    /// wires for other endpoints, it reports redirects rather than following them.
+    pub fn over(wire: W) -> Self {
+        Self::with(wire, None)
+    }
+
+    fn with(wire: W, build: Option<fn(StoreConfig) -> Result<W>>) -> Self {
+        let cfg = wire.config();
+        let congestion = Congestion::new(cfg.max_connections, cfg.retry);
+        Self {
+            inner: Arc::new(Limited {
+                wire: Redirects::new(wire, build),
+                congestion,
+            }),
+        }
+    }
+
+    /// The wire underneath, for calls the `ObjectStore` interface does not offer (tests
+    /// script faults through it).
+    pub fn wire(&self) -> &W {
+        self.inner.wire.home()
+    }
+
+    fn cfg(&self) -> &StoreConfig {
+        self.inner.wire.config()
+    }
+
+    fn multipart_api(&self) -> Arc<dyn MultipartApi> {
+        self.inner.clone()
+    }
+}
+
+/// The wire behind one permit per request in flight (`max_connections`, fewer while the
+/// store throttles): over HTTP/1.1 a request holds a connection, and neither hyper's pool
+/// nor the SDK's bounds them. The permit is held until the attempt's body has been read, and
+/// its outcome is what `Congestion` adapts to.
+#[derive(Debug)]
+struct Limited<W> {
+    wire: Redirects<W>,
+    congestion: Congestion,
+}
+
+impl<W> Limited<W> {
+    /// One attempt, sent once the controller lets it.
+    async fn send<T>(&self, attempt: impl Future<Output = Result<T>>) -> Result<T> {
+        let permit = self.congestion.acquire().await;
+        let result = attempt.await;
+        permit.finish(&result);
+        result
+    }
+}
+
+#[async_trait]
+impl<W: Wire> GetAttempt for Limited<W> {
+    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        self.send(self.wire.get_attempt(req, sink)).await
+    }
+}
+
+#[async_trait]
+impl<W: Wire> MultipartApi for Limited<W> {
+    async fn put_object(
+        &self,
+        uri: &ObjectUri,
+        data: Bytes,
+        checksum: Option<Crc>,
+        opts: &PutOptions,
+    ) -> Result<Option<String>> {
+        self.send(self.wire.put_object(uri, data, checksum, opts))
+            .await
+    }
+
+    async fn create_upload(
+        &self,
+        uri: &ObjectUri,
+        checksummed: bool,
+        opts: &PutOptions,
+    ) -> Result<String> {
+        self.send(self.wire.create_upload(uri, checksummed, opts))
+            .await
+    }
+
+    async fn upload_part(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        part_number: u32,
+        data: Bytes,
+        checksum: Option<Crc>,
+    ) -> Result<Option<String>> {
+        self.send(
+            self.wire
+                .upload_part(uri, upload_id, part_number, data, checksum),
+        )
+        .await
+    }
+
+    async fn complete_upload(
+        &self,
+        uri: &ObjectUri,
+        upload_id: &str,
+        parts: &[UploadedPart],
+        checksum: Option<Crc>,
+        mode: &PutMode,
+    ) -> Result<Option<String>> {
+        self.send(
+            self.wire
+                .complete_upload(uri, upload_id, parts, checksum, mode),
+        )
+        .await
+    }
+
+    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        self.send(self.wire.abort_upload(uri, upload_id)).await
+    }
+
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        self.send(self.wire.head_object(uri)).await
+    }
+}
+
+#[async_trait]
+impl<W: Wire> ObjectStore for S3Store<W> {
+    fn backend(&self) -> &'static str {
+        self.inner.wire.backend()
+    }
+
+    fn endpoint_stats(&self) -> Vec<crate::store::EndpointStats> {
+        self.inner.wire.endpoint_stats()
+    }
+
+    fn congestion(&self) -> Option<CongestionStats> {
+        Some(self.inner.congestion.stats())
+    }
+
+    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        retry(&self.cfg().retry, || self.inner.head_object(uri)).await
+    }
+
+    async fn get_into_with(
+        &self,
+        uri: &ObjectUri,
+        opts: &GetOptions,
+        dst: &mut Segment,
+    ) -> Result<GetInfo> {
+        get_with_resume(self.inner.as_ref(), &self.cfg().retry, uri, opts, dst).await
+    }
+
+    fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
+        let prefix = prefix.clone();
+        paginate(&self.cfg().retry, move |token| {
+            let prefix = prefix.clone();
+            async move {
+                let opts = ListOptions::from(recursive, token);
+                self.inner
+                    .send(self.inner.wire.list_page(&prefix, &opts))
+                    .await
+            }
+        })
+    }
+
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        retry(&self.cfg().retry, || {
+            self.inner.send(self.inner.wire.list_page(prefix, opts))
+        })
+        .await
+    }
+
+    async fn put_opts(
+        &self,
+        uri: &ObjectUri,
+        data: PutPayload,
+        opts: &PutOptions,
+    ) -> Result<PutInfo> {
+        let cfg = self.cfg();
+        multipart::put(
+            &self.multipart_api(),
+            &cfg.retry,
+            uri,
+            data.0,
+            cfg.multipart_threshold,
+            cfg.multipart_part_size,
+            cfg.checksums.on_upload,
+            opts,
+        )
+        .await
+    }
+
+    fn multipart(&self, _uri: &ObjectUri) -> Option<multipart::Multipart> {
+        Some(multipart::Multipart::new(
+            self.multipart_api(),
+            self.cfg().retry,
+        ))
+    }
+
+    async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
+        Ok(Box::new(MultipartWriter::new(
+            self.multipart_api(),
+            self.cfg().retry,
+            uri.clone(),
+            opts,
+        )?))
+    }
+
+    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+        retry(&self.cfg().retry, || async {
+            self.inner.send(self.inner.wire.delete_once(uri)).await
+        })
+        .await
+    }
+
+    /// Batches of one bucket, `MAX_DELETE_BATCH` keys each, one after another; a batch is
+    /// retried whole (deleting twice is harmless). Keys the server refused are not retried:
+    /// S3 refuses a key for a reason that holds (access, a lock), not for load.
+    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let mut refused = Vec::new();
+        for batch in delete_batches(uris) {
+            refused.extend(
+                retry(&self.cfg().retry, || async {
+                    self.inner
+                        .send(self.inner.wire.delete_batch_once(batch))
+                        .await
+                })
+                .await?,
+            );
+        }
+        Ok(refused)
+    }
+
+    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        retry(&self.cfg().retry, || async {
+            self.inner.send(self.inner.wire.copy_once(from, to)).await
+        })
+        .await
+    }
+
+    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
+        let prefix = prefix.clone();
+        paginate(&self.cfg().retry, move |from| {
+            let prefix = prefix.clone();
+            async move {
+                self.inner
+                    .send(self.inner.wire.list_uploads_page(&prefix, from))
+                    .await
+            }
+        })
+    }
+
+    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
+        let result = retry(&self.cfg().retry, || {
+            self.inner.abort_upload(&upload.uri, &upload.upload_id)
+        })
+        .await;
+        match result {
+            // Completed or aborted since it was listed: nothing is left of it either way.
+            Err(e) if multipart::no_such_upload(&e) => Ok(()),
+            r => r,
+        }
+    }
+}
+
+/// The policy layer, case by case, over the in-memory wire (no sockets).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::testing::{self, Faulty, MemoryWire, Op, reset, slow_down};
+    use futures::TryStreamExt;
+    use std::time::Duration;
+
+    type Store = S3Store<Faulty<MemoryWire>>;
+
+    fn store_with(cfg: StoreConfig, wire: impl FnOnce(MemoryWire) -> MemoryWire) -> Store {
+        S3Store::over(Faulty::new(wire(MemoryWire::new(cfg))))
+    }
+
+    fn store() -> Store {
+        store_with(testing::config(), |w| w)
+    }
+
+    fn uri(key: &str) -> ObjectUri {
+        ObjectUri::parse(&format!("s3://bkt/{key}")).unwrap()
+    }
+
+    fn data(len: usize) -> Bytes {
+        (0..len).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    #[tokio::test]
+    async fn head_retries_a_slow_down_then_answers() {
+        let s = store();
+        s.wire().inner().insert(&uri("a"), data(10));
+        s.wire().fail(Op::Head, 2, slow_down);
+        assert_eq!(s.head(&uri("a")).await.unwrap().size, 10);
+        assert_eq!(s.wire().calls(Op::Head), 3);
+    }
+
+    /// Uploads in progress under a prefix, across pages, each retried page once; an abort of
+    /// one gone meanwhile succeeds.
+    #[tokio::test]
+    async fn uploads_in_progress_are_listed_page_by_page_and_aborted() {
+        let s = store_with(testing::config(), |w| w.with_page_size(2));
+        for key in ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d", "other/e"] {
+            s.wire()
+                .create_upload(&uri(key), false, &PutOptions::default())
+                .await
+                .unwrap();
+        }
+        s.wire().fail(Op::ListUploads, 1, slow_down);
+        let found: Vec<Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();
+        let keys: Vec<&str> = found.iter().map(|u| u.uri.key()).collect();
+        assert_eq!(keys, ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d"]);
+        assert_eq!(s.wire().calls(Op::ListUploads), 4, "3 pages and 1 retry");
+        for u in &found {
+            s.abort_upload(u).await.unwrap();
+        }
+        s.abort_upload(&found[0]).await.unwrap();
+        assert_eq!(s.wire().inner().open_uploads(), 1, "only other/e is left");
+    }
+
+    #[tokio::test]
+    async fn a_missing_key_is_not_retried() {
+        let s = store();
+        let e = s.head(&uri("nope")).await.unwrap_err();
+        assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
+        assert_eq!(s.wire().calls(Op::Head), 1);
+    }
+
+    #[tokio::test]
+    async fn the_retry_budget_bounds_attempts() {
+        let s = store();
+        s.wire().fail(Op::Delete, 100, slow_down);
+        let e = s.delete(&uri("a")).await.unwrap_err();
+        assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
+        assert_eq!(
+            s.wire().calls(Op::Delete),
+            testing::config().retry.max_attempts
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_many_sends_batches_of_one_bucket_and_reports_refused_keys() {
+        let s = store();
+        let mem = s.wire().inner();
+        let mut uris: Vec<ObjectUri> = (0..2500).map(|i| uri(&format!("k{i:04}"))).collect();
+        for u in &uris {
+            mem.insert(u, data(3));
+        }
+        let other = ObjectUri::parse("s3://other/x").unwrap();
+        mem.insert(&other, data(3));
+        uris.push(other.clone());
+        mem.lock_key("k0007");
+        s.wire().fail(Op::DeleteBatch, 1, slow_down);
+
+        let refused = s.delete_many(&uris).await.unwrap();
+        // 1000 + 1000 + 500 of `bkt`, 1 of `other`; the first batch was sent twice.
+        assert_eq!(mem.delete_batches(), 4);
+        assert_eq!(s.wire().calls(Op::DeleteBatch), 5);
+        assert_eq!(refused.len(), 1);
+        assert!(
+            matches!(&refused[0], Error::PermissionDenied { uri, code, .. }
+                if uri == "s3://bkt/k0007" && code == "AccessDenied"),
+            "{:?}",
+            refused[0]
+        );
+        assert!(mem.object(&uri("k0007")).is_some());
+        assert!(mem.object(&uri("k0008")).is_none() && mem.object(&other).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_batch_failing_past_the_budget_ends_delete_many() {
+        let s = store();
+        s.wire().fail(Op::DeleteBatch, 100, slow_down);
+        let e = s.delete_many(&[uri("a"), uri("b")]).await.unwrap_err();
+        assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn copy_is_made_by_the_store_and_retried() {
+        let s = store();
+        let want = data(1000);
+        let etag = s.wire().inner().insert(&uri("src"), want.clone());
+        s.wire().fail(Op::Copy, 1, slow_down);
+        let info = s.copy(&uri("src"), &uri("dst")).await.unwrap().unwrap();
+        assert_eq!(info.etag.as_deref(), Some(etag.as_str()));
+        assert_eq!(s.wire().inner().object(&uri("dst")), Some(want));
+        assert_eq!(s.wire().calls(Op::Copy), 2);
+        let e = s.copy(&uri("nope"), &uri("dst2")).await.unwrap_err();
+        assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_cut_body_resumes_from_the_byte_reached() {
+        let s = store();
+        let want = data(300_000);
+        s.wire().inner().insert(&uri("a"), want.clone());
+        s.wire().inner().cut_bodies(100_000, 2);
+        let mut seg = Segment::growable();
+        let info = s
+            .get_into_with(&uri("a"), &GetOptions::default(), &mut seg)
+            .await
+            .unwrap();
+        assert_eq!((info.bytes, info.attempts), (300_000, 3));
+        assert_eq!(seg.freeze().unwrap(), want);
+    }
+
+    #[tokio::test]
+    async fn a_pinned_version_that_changed_is_an_integrity_error() {
+        let s = store();
+        let old = s.wire().inner().insert(&uri("a"), data(1000));
+        s.wire().inner().insert(&uri("a"), data(2000));
+        let opts = GetOptions {
+            range: None,
+            if_match: Some(old),
+        };
+        let e = s
+            .get_into_with(&uri("a"), &opts, &mut Segment::growable())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::Integrity { .. }) && e.to_string().contains("changed"),
+            "{e:?}"
+        );
+        assert_eq!(s.wire().calls(Op::Get), 1);
+    }
+
+    #[tokio::test]
+    async fn listing_follows_pages_and_retries_a_failed_one() {
+        let s = store_with(testing::config(), |w| w.with_page_size(2));
+        for i in 0..7 {
+            s.wire().inner().insert(&uri(&format!("p/{i}")), data(i));
+        }
+        s.wire().fail(Op::List, 1, reset);
+        let keys: Vec<String> = s
+            .list(&uri("p/"), true)
+            .map_ok(|e| e.uri().key().to_owned())
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(keys, (0..7).map(|i| format!("p/{i}")).collect::<Vec<_>>());
+        assert_eq!(s.wire().calls(Op::List), 4 + 1);
+    }
+
+    #[tokio::test]
+    async fn a_put_below_the_threshold_is_one_request() {
+        let s = store();
+        let info = s.put(&uri("a"), data(1000).into()).await.unwrap();
+        assert_eq!(info.parts, None);
+        assert_eq!(s.wire().calls(Op::Put), 1);
+        assert_eq!(s.wire().inner().object(&uri("a")).unwrap(), data(1000));
+    }
+
+    fn multipart_config() -> StoreConfig {
+        let mut cfg = testing::config();
+        cfg.multipart_threshold = 5 << 20;
+        cfg.multipart_part_size = 5 << 20;
+        cfg
+    }
+
+    #[tokio::test]
+    async fn a_put_at_the_threshold_is_multipart_with_s3s_etag() {
+        let s = store_with(multipart_config(), |w| w);
+        s.wire().fail(Op::UploadPart, 1, reset);
+        let want = data(12 << 20);
+        let info = s.put(&uri("big"), want.clone().into()).await.unwrap();
+        assert_eq!(info.parts, Some(3));
+        assert!(info.etag.unwrap().ends_with("-3\""));
+        assert_eq!(s.wire().calls(Op::UploadPart), 3 + 1);
+        assert_eq!(s.wire().inner().object(&uri("big")).unwrap(), want);
+        assert_eq!(s.wire().inner().open_uploads(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_part_that_keeps_failing_aborts_the_upload() {
+        let s = store_with(multipart_config(), |w| w);
+        s.wire().fail(Op::UploadPart, 1000, slow_down);
+        let e = s.put(&uri("big"), data(12 << 20).into()).await.unwrap_err();
+        assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
+        assert_eq!(s.wire().calls(Op::AbortUpload), 1);
+        assert_eq!(s.wire().inner().open_uploads(), 0);
+        assert!(s.wire().inner().object(&uri("big")).is_none());
+    }
+
+    #[tokio::test]
+    async fn requests_in_flight_are_bounded_by_max_connections() {
+        let mut cfg = testing::config();
+        cfg.max_connections = 2;
+        let s = store_with(cfg, |w| w.with_latency(Duration::from_millis(20)));
+        for i in 0..8 {
+            s.wire().inner().insert(&uri(&format!("o{i}")), data(100));
+        }
+        let gets = (0..8).map(|i| {
+            let s = s.clone();
+            async move { s.get(&uri(&format!("o{i}")), None).await }
+        });
+        for got in futures::future::join_all(gets).await {
+            assert_eq!(got.unwrap(), data(100));
+        }
+        assert_eq!(s.wire().inner().peak_in_flight(), 2);
+    }
+}
