@@ -1,4 +1,4 @@
-//! `StoreConfig`: everything a backend needs to reach a store, resolved from the standard
+//! [`StoreConfig`]: everything a backend needs to reach a store, resolved from the standard
 //! AWS environment so that a program configured for the AWS CLI or SDKs works unchanged.
 //!
 //! | setting | variables, first found wins | default |
@@ -102,7 +102,7 @@ pub struct StoreConfig {
     /// Upper bound on open connections (and so on requests in flight) per client
     /// (`SLUICE_MAX_CONNECTIONS`, default 64).
     pub max_connections: usize,
-    /// End-to-end checksums: on upload by default, on download off (see `Checksums`).
+    /// End-to-end checksums: on upload by default, on download off (see [`Checksums`]).
     pub checksums: Checksums,
     /// Set on the configuration of a wire built for a redirect's target: every address a
     /// connection of it resolves to is checked against `redirect::forbidden_ip` when it

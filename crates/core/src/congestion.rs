@@ -5,7 +5,7 @@
 //! resource: every request a client sends while the store is refusing costs the store and
 //! the client and delivers nothing. Retrying each request on its own (full-jitter backoff per
 //! request) does not slow a client with 16 requests in flight: the other 15 keep arriving.
-//! So one `Congestion` per client (per `S3Store`, shared by its clones) decides how many
+//! So one `Congestion` per client (per [`S3Store`](crate::S3Store), shared by its clones) decides how many
 //! requests may be in flight, by one rule, AIMD:
 //!
 //! - **additive increase**: each answered request raises the limit by `1 / limit`, i.e. by

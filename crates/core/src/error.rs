@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-/// The result of every fallible sluice call; the error is `Error` unless said otherwise.
+/// The result of every fallible sluice call; the error is [`Error`] unless said otherwise.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Boxed source error kept for `std::error::Error::source` chains.
@@ -117,7 +117,7 @@ pub enum Error {
         reason: String,
     },
 
-    /// A network wait ran out (see `Timeouts`). Retryable; a stalled body is resumed from
+    /// A network wait ran out (see [`Timeouts`](crate::Timeouts)). Retryable; a stalled body is resumed from
     /// the bytes already received.
     #[error("{uri}: {phase} timeout after {after:?}")]
     Timeout {
@@ -175,7 +175,7 @@ pub enum Error {
     },
 
     /// A redirect (HTTP 301, 302, 307, 308) that was not followed: the store answered that
-    /// the bucket or object is served elsewhere. `S3Store` follows redirects it can (see
+    /// the bucket or object is served elsewhere. [`S3Store`](crate::S3Store) follows redirects it can (see
     /// `redirect`); this error says where the request was sent and, in `refused`, why that
     /// was not done. Final: never retried.
     #[error("{uri}: {moved}{}", refused.as_deref().map(|r| format!(", not followed: {r}")).unwrap_or_default())]
@@ -184,7 +184,7 @@ pub enum Error {
         uri: String,
         /// The redirect's status and where it points.
         moved: Moved,
-        /// Why it was not followed; `None` as a wire reports it, before `S3Store` decides.
+        /// Why it was not followed; `None` as a wire reports it, before [`S3Store`](crate::S3Store) decides.
         refused: Option<String>,
     },
 

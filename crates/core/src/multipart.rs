@@ -20,7 +20,7 @@ use crate::upload::PART_CONCURRENCY;
 /// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
 /// attempt each). A `checksum` given is sent for the store to check the bytes against
 /// (`checksum`'s module says why and how); a stack that cannot send one ignores it. A
-/// condition (`PutMode`) or attributes a stack cannot send are refused (`store::unsupported`),
+/// condition ([`PutMode`]) or attributes a stack cannot send are refused (`store::unsupported`),
 /// never dropped.
 #[async_trait]
 pub trait MultipartApi: Send + Sync + 'static {

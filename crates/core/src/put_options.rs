@@ -1,4 +1,4 @@
-//! What a write asks for beyond its bytes (per-operation parameters, as `GetOptions` for
+//! What a write asks for beyond its bytes (per-operation parameters, as [`GetOptions`](crate::GetOptions) for
 //! reads): S3's conditional writes and the headers stored with the object.
 //!
 //! Why conditional writes: two writers of one key (two ranks saving a checkpoint, an fsspec

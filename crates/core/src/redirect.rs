@@ -1,7 +1,7 @@
 //! Redirects, followed once for every backend. S3 answers a request signed for the wrong
 //! region with `301 PermanentRedirect` and the bucket's region in `x-amz-bucket-region` (and
 //! no `Location`); gateways such as AIStore's answer `307` with a `Location` on one of their
-//! nodes. A wire reports either as `Error::Redirect` (`Moved`); `S3Store` then repeats the
+//! nodes. A wire reports either as `Error::Redirect` (`Moved`); [`S3Store`](crate::S3Store) then repeats the
 //! attempt on a wire built for the target (`Redirects`), at most `MAX_REDIRECTS` times per
 //! request. A permanent move (301, 308) is remembered per bucket, so later requests go
 //! straight there; a temporary one (302, 307) is followed each time it is answered.

@@ -276,7 +276,7 @@ impl<'a> BodySink<'a> {
 #[async_trait]
 pub trait GetAttempt: Send + Sync {
     /// Makes one attempt at `req`, writing its answer into `sink` as described above. An
-    /// error reply (4xx, 5xx) is returned as the `Error` it maps to, before `sink.begin`.
+    /// error reply (4xx, 5xx) is returned as the [`Error`] it maps to, before `sink.begin`.
     async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()>;
 }
 

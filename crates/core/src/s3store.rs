@@ -1,4 +1,4 @@
-//! `S3Store`: the one `ObjectStore` over any `Wire` (request policy: retries, resumption,
+//! [`S3Store`]: the one [`ObjectStore`] over any [`Wire`] (request policy: retries, resumption,
 //! multipart, paging, the in-flight limit and congestion control), and the limiter that
 //! holds each request's permit.
 
@@ -39,7 +39,7 @@ fn delete_batches(uris: &[ObjectUri]) -> Vec<&[ObjectUri]> {
     batches
 }
 
-/// An `ObjectStore` over any `Wire`: the one implementation of request policy. Each
+/// An [`ObjectStore`] over any [`Wire`]: the one implementation of request policy. Each
 /// operation is retried under the configuration's `retry` policy; GETs are resumed from the
 /// first missing byte and pinned to one version by ETag (`get_with_resume`); PUTs at or
 /// above `multipart_threshold` become multipart uploads that are aborted on failure;
@@ -90,7 +90,7 @@ impl<W: Wire> S3Store<W> {
         }
     }
 
-    /// The wire underneath, for calls the `ObjectStore` interface does not offer (tests
+    /// The wire underneath, for calls the [`ObjectStore`] interface does not offer (tests
     /// script faults through it).
     pub fn wire(&self) -> &W {
         self.inner.wire.home()

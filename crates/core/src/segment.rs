@@ -66,7 +66,7 @@ const COUNT_SCRATCH: usize = 1 << 20;
 const GROW_STEP: usize = 1 << 20;
 
 /// A destination for one response body: either exactly `len` bytes (part of a
-/// `SegmentedBuffer`, or a known-size object), or growable (size unknown up front); its
+/// [`SegmentedBuffer`], or a known-size object), or growable (size unknown up front); its
 /// bytes kept in memory, or only counted (`counting`).
 #[derive(Debug)]
 pub struct Segment {

@@ -1,7 +1,7 @@
-//! One store behind several endpoints (`S3_ENDPOINT_URIS`): `Spread` is a `Wire` over one
+//! One store behind several endpoints (`S3_ENDPOINT_URIS`): [`Spread`] is a [`Wire`] over one
 //! wire per endpoint. Each attempt goes to the endpoint with the fewest requests in flight
 //! (ties in turn), so a fast node takes more; an endpoint that refuses, resets or times
-//! out is avoided for a while (backing off, doubling) and the attempt's retry — `S3Store`'s,
+//! out is avoided for a while (backing off, doubling) and the attempt's retry — [`S3Store`](crate::S3Store)'s,
 //! within the same budget, resumed and pinned to the same version with If-Match like any
 //! other — goes to another. An answer from the server (404, 503 SlowDown, ...) says the
 //! node is alive and marks nothing.

@@ -1,4 +1,4 @@
-//! The `ObjectStore` trait every backend implements.
+//! The [`ObjectStore`] trait every backend implements.
 
 use crate::error::{Error, Result};
 use crate::listing::Upload;
@@ -16,12 +16,12 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 /// One async interface to every store: the S3 backends (each client stack, through
-/// `S3Store`) and the file system (`file://`, `direct://`). The loader and the front ends
+/// [`S3Store`](crate::S3Store)) and the file system (`file://`, `direct://`). The loader and the front ends
 /// reach storage only through `Arc<dyn ObjectStore>`.
 ///
 /// A caller makes each call once: implementations retry transient failures under the
-/// configured `RetryPolicy`, resume broken bodies pinned to one version, and split large
-/// uploads into parts. Failures are `Error` kinds, the same whichever backend met them.
+/// configured [`RetryPolicy`](crate::RetryPolicy), resume broken bodies pinned to one version, and split large
+/// uploads into parts. Failures are [`Error`] kinds, the same whichever backend met them.
 #[async_trait]
 pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     /// The backend's name as `S3_BACKEND` spells it.

@@ -1,4 +1,4 @@
-//! Streaming uploads: an `ObjectWriter` takes bytes as they are produced (a checkpoint being
+//! Streaming uploads: an [`ObjectWriter`] takes bytes as they are produced (a checkpoint being
 //! serialised) and sends them on in parts, so memory stays bounded by
 //! `part_size × (max_in_flight + 1)` whatever the object's size. S3 stores implement it
 //! with `multipart::MultipartWriter`; the file system store with a temporary file.

@@ -1,5 +1,5 @@
-//! The policy layer: a backend implements `Wire` (one attempt of each S3 call, in its client
-//! library's terms) and `S3Store` turns it into an `ObjectStore`, writing every rule of a
+//! The policy layer: a backend implements [`Wire`] (one attempt of each S3 call, in its client
+//! library's terms) and [`S3Store`](crate::S3Store) turns it into an [`ObjectStore`](crate::ObjectStore), writing every rule of a
 //! request once — the retry budget, resumption and version pinning of bodies, the
 //! multipart threshold and upload loop, pagination, and the bound on requests in flight.
 //!
@@ -17,9 +17,9 @@ use crate::uri::ObjectUri;
 use async_trait::async_trait;
 
 /// One attempt of each S3 operation, as a client stack makes it: no retries, no resumption,
-/// no pagination (those are `S3Store`'s). Timeouts that only the stack can see (connect,
-/// first byte) are the wire's; errors are mapped to `Error` kinds by type, status and S3
-/// code. The GET attempt (`GetAttempt`) and the multipart calls (`MultipartApi`, whose
+/// no pagination (those are [`S3Store`](crate::S3Store)'s). Timeouts that only the stack can see (connect,
+/// first byte) are the wire's; errors are mapped to [`Error`] kinds by type, status and S3
+/// code. The GET attempt ([`GetAttempt`]) and the multipart calls (`MultipartApi`, whose
 /// `head_object` is the single HEAD attempt) are the two halves defined where their policy
 /// lives.
 #[async_trait]
@@ -27,10 +27,10 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
     /// The backend's name as `S3_BACKEND` spells it.
     fn backend(&self) -> &'static str;
 
-    /// The configuration the wire was built from: `S3Store` takes its policy from it.
+    /// The configuration the wire was built from: [`S3Store`](crate::S3Store) takes its policy from it.
     fn config(&self) -> &StoreConfig;
 
-    /// What each endpoint has served (`Spread`); empty for a wire of one endpoint.
+    /// What each endpoint has served ([`Spread`](crate::Spread)); empty for a wire of one endpoint.
     fn endpoint_stats(&self) -> Vec<crate::store::EndpointStats> {
         Vec::new()
     }
@@ -42,7 +42,7 @@ pub trait Wire: GetAttempt + MultipartApi + std::fmt::Debug {
     async fn delete_once(&self, uri: &ObjectUri) -> Result<()>;
 
     /// One DeleteObjects request for `uris`, all in one bucket and at most
-    /// `MAX_DELETE_BATCH` of them (`S3Store` batches them so): the objects the server
+    /// `MAX_DELETE_BATCH` of them ([`S3Store`](crate::S3Store) batches them so): the objects the server
     /// answered it did not delete, each as an error (`delete_refused`).
     async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>>;
 

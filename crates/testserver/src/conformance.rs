@@ -1,6 +1,6 @@
 //! The conformance suite every backend runs against this server, over http and https.
 //!
-//! A backend's test file calls [`conformance_suite!`] with a constructor
+//! A backend's test file calls [`crate::conformance_suite!`] with a constructor
 //! `fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>`; the macro expands one
 //! `#[tokio::test]` per case and scheme. Object bytes come from `sluice_testdata::pattern`, so
 //! every byte read is checked. Every operation runs under a deadline: a hang fails the test.

@@ -45,7 +45,7 @@ struct State {
     delete_batches: u32,
 }
 
-/// A `Wire` over objects in memory. Listing pages hold `page_size` entries; each GET waits
+/// A [`Wire`] over objects in memory. Listing pages hold `page_size` entries; each GET waits
 /// `latency` before answering, so concurrency can be observed (`peak_in_flight`).
 #[derive(Debug)]
 pub struct MemoryWire {

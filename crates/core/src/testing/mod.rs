@@ -1,5 +1,5 @@
 //! Test doubles for the policy layer and the loader, without sockets (feature `test-util`):
-//! `MemoryWire`, a `Wire` over objects in memory that answers as S3 does (ranges, If-Match,
+//! `MemoryWire`, a [`Wire`](crate::Wire) over objects in memory that answers as S3 does (ranges, If-Match,
 //! pages, multipart ETags) and can cut bodies short; and `Faulty`, a wrapper that fails
 //! chosen calls with chosen errors. As in mountpoint-s3-client, the double is deterministic
 //! and the faults are scripted per test.

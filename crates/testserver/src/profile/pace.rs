@@ -2,7 +2,7 @@
 //!
 //! A [`Pacer`] is a virtual clock: each chunk reserves `len / rate` seconds starting where the
 //! previous reservation ended. A body waits for the later of its connection's and its node's
-//! reservation. The clock may lag real time by at most [`SLACK`]: a task that wakes late
+//! reservation. The clock may lag real time by at most `SLACK`: a task that wakes late
 //! (tokio's timer ticks in milliseconds, and a loaded machine adds more) catches up instead of
 //! losing the time, while a link that was idle for longer gains no more credit than that —
 //! the same role as a token bucket's burst in `tc tbf`.
