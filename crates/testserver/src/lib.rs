@@ -28,8 +28,10 @@ pub mod storage;
 mod tls;
 
 #[cfg(feature = "conformance")]
-pub mod conformance;
+mod catalogue_runner;
 #[cfg(feature = "conformance")]
+pub mod conformance;
+#[cfg(feature = "hostile")]
 pub mod hostile_cases;
 
 pub use faults::{Fault, Faults};
