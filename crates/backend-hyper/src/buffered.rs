@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tower_service::Service;
 
 /// Bytes read from the socket at once under TLS: 16 records of 16 KiB. Measured with
-/// scripts/measure-get (nginx, TLS 1.3; see the README).
+/// scripts/measure-get (nginx, TLS 1.3; see docs/benchmarks.md).
 pub const TLS_READ_BUF: usize = 256 << 10;
 
 /// `HttpConnector` whose `https` connections read through a `TLS_READ_BUF` buffer.

@@ -7,7 +7,7 @@ process and in every process it starts.
     sluice-dlio --make-bin-dir DIR              # writes DIR/dlio_benchmark for mlpstorage --dlio-bin-path DIR
 
 Each process the alias starts (each MPI rank) also gets a shared-memory buffer pool for the
-DataLoader workers it starts epoch after epoch (``SLUICE_SHM_POOL``, see the README): a
+DataLoader workers it starts epoch after epoch (``SLUICE_SHM_POOL``, see docs/configuration.md): a
 directory ``/dev/shm/sluice-pool-UID-PID-*`` removed when the process exits (one left by a
 process that was killed is removed by the next: a pool is in use while the lock on its
 ``owner`` file is held). Set
