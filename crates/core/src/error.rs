@@ -614,6 +614,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kinds_follow_the_classification_and_labels_carry_no_uri() {
+        let uri = "s3://bucket/secret-path/key";
+        let cases = [
+            (
+                Error::from_service(uri, 404, "NoSuchKey", "", None),
+                ErrorKind::NotFound,
+                "NotFound NoSuchKey",
+            ),
+            (
+                Error::from_service(uri, 403, "AccessDenied", "", None),
+                ErrorKind::PermissionDenied,
+                "PermissionDenied 403 AccessDenied",
+            ),
+            (
+                Error::from_service(uri, 503, "SlowDown", "", None),
+                ErrorKind::Service,
+                "HTTP 503 SlowDown",
+            ),
+            (
+                Error::transport(uri, "reset"),
+                ErrorKind::Transport,
+                "Transport",
+            ),
+            (
+                Error::integrity(uri, "short"),
+                ErrorKind::Integrity,
+                "Integrity",
+            ),
+            (
+                Error::config("SLUICE_X", "bad"),
+                ErrorKind::InvalidInput,
+                "InvalidConfig",
+            ),
+        ];
+        for (e, kind, label) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
+            assert_eq!(e.kind_label(), label);
+            assert!(!e.kind_label().contains("secret-path"));
+        }
+    }
+
+    #[test]
     fn sources_reach_the_payload_of_an_io_error() {
         #[derive(Debug)]
         struct Deadline;

@@ -343,7 +343,8 @@ impl Row {
             _ => None,
         };
         self.endpoints = EndpointCount::sum(self.endpoints.drain(..).chain(o.endpoints.clone()));
-        if let (Some(mine), Some(theirs)) = (&mut self.latency_us, &o.latency_us) {
+        if let Some(theirs) = &o.latency_us {
+            let mine = self.latency_us.get_or_insert_with(Latency::default);
             mine.merge(theirs);
             self.latency = mine.percentiles();
         }
@@ -354,5 +355,51 @@ impl Row {
         self.latency = latency.percentiles();
         self.latency_us = self.latency.is_some().then_some(latency);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn row(bytes: u64, latencies_ms: &[u64]) -> Row {
+        let mut latency = Latency::default();
+        for ms in latencies_ms {
+            latency.record(Duration::from_millis(*ms));
+        }
+        Row {
+            client: "hyper".into(),
+            processes: 1,
+            prefetch: 4,
+            bytes,
+            seconds: 1.0,
+            mb_per_s: mb_per_sec(bytes, 1.0),
+            per_process_mb_per_s: mb_per_sec(bytes, 1.0),
+            batch_gap_p50_ms: 0.0,
+            batch_gap_max_ms: 0.0,
+            cpu_s_per_gb: 0.5,
+            peak_rss_mb: 10.0,
+            first_epoch_mb_per_s: None,
+            endpoints: Vec::new(),
+            accelerators: Vec::new(),
+            latency: None,
+            latency_us: None,
+        }
+        .with_latency(latency)
+    }
+
+    #[test]
+    fn ranks_merge_their_object_latencies_exactly() {
+        let mut a = row(1_000_000, &[10, 20]);
+        a.merge(&row(1_000_000, &[30, 400]));
+        assert_eq!(a.processes, 2);
+        let p = a.latency.unwrap();
+        assert!((p.max_ms - 400.0).abs() < 1.0, "{p:?}");
+        // A rank that timed nothing takes the other's histogram as it is.
+        let mut empty = row(0, &[]);
+        assert!(empty.latency.is_none() && empty.latency_us.is_none());
+        empty.merge(&a);
+        assert_eq!(empty.latency, a.latency);
     }
 }
