@@ -7,6 +7,7 @@
 //! whole. Response checksums are validated only when asked for
 //! (`AWS_RESPONSE_CHECKSUM_VALIDATION=when_supported`, see `sluice_core::Checksums`).
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod bounded;

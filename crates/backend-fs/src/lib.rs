@@ -14,6 +14,7 @@
 //!
 //! File system calls block, so each operation runs on tokio's blocking pool.
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod aligned;

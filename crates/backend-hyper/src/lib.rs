@@ -7,6 +7,7 @@
 //! (connect, first byte, body stall), and a body cut short resumes from the first missing
 //! byte through `sluice_core::resume`.
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod addressing;

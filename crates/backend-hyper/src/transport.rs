@@ -23,6 +23,7 @@ use crate::buffered::BufferedConnector;
 /// stream, and four streams' worth per connection. hyper's defaults (64 KiB … 5 MiB) cap
 /// one stream at window / RTT, a few hundred MB/s at 1 ms.
 pub const H2_STREAM_WINDOW: u32 = 16 << 20;
+/// The connection's window: four streams' worth (see `H2_STREAM_WINDOW`).
 pub const H2_CONNECTION_WINDOW: u32 = 64 << 20;
 
 /// Largest read hyper issues on a connection (its adaptive strategy grows up to this).

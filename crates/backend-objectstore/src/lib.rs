@@ -6,6 +6,7 @@
 //! pages through listings and drives multipart uploads, as for every backend. Errors keep
 //! the URI: object_store's are mapped to ours (see `errors`).
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod errors;

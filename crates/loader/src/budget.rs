@@ -6,7 +6,7 @@
 //! 146 MB unet3d records) read one object at a time, stop and go: the next object's GETs
 //! waited until the last range of the one before had arrived and been taken. Taken range by
 //! range, the next object's first ranges go out while the last ones of the object before
-//! are still arriving (measured in docs/benchmarks.md: the Python `Loader`'s first pass).
+//! are still arriving (measured in docs/benchmarks.md: the Python [`Loader`]'s first pass).
 //!
 //! One object takes memory at a time, in dataset order: an admitted object holds the *turn*
 //! until it holds all the memory it will need, and the next admission waits for the turn.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
-/// The order in which a `Loader` delivers objects.
+/// The order in which a [`Loader`] delivers objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Order {
     /// As objects finish: the fastest delivery.
@@ -25,7 +25,7 @@ pub enum Order {
     Input,
 }
 
-/// What a `Loader` does with an object that cannot be read (after the store's retries).
+/// What a [`Loader`] does with an object that cannot be read (after the store's retries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
     /// The first object that fails (after retries) ends the stream with its error.
@@ -53,13 +53,13 @@ pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 /// the first object on. Measured against nginx (CPU 0, client CPU 1, 24 × 146.6 MB, first
 /// pass): `sluice get -j 16` without a budget touched 2.3 GB and ran at 0.5× curl; with
 /// 256 MiB it touches ~300 MB and runs at 0.8–1.0× curl (medians of 3, two sets) at about
-/// curl's CPU per GB; the Python `Loader` (prefetch 16) went from 1,141 MB/s and 2.6 GB to
+/// curl's CPU per GB; the Python [`Loader`] (prefetch 16) went from 1,141 MB/s and 2.6 GB to
 /// 1,812–1,966 MB/s and 484 MB.
 /// 256 MiB still holds 32 ranges of 8 MiB: enough to keep a 10 GB/s link with 25 ms of
 /// latency busy. The cost: objects named without a size are sized by a HEAD each.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
 
-/// How a `Loader` reads: which objects and in what order (sharding, shuffle, epoch), how
+/// How a [`Loader`] reads: which objects and in what order (sharding, shuffle, epoch), how
 /// much at once (objects, requests, bytes), how large objects are cut into ranges, and what
 /// a failure does. `Default` holds the measured defaults, explained at each constant;
 /// `Loader::new` checks the options with `validate`.
@@ -158,7 +158,7 @@ pub(crate) struct Delivery {
 
 /// Reads this reader's shard of a dataset on the current tokio runtime, keeping up to
 /// `prefetch` objects in flight, and hands them to the consumer (`next`, `collect_batch`)
-/// in the chosen `Order`. Work is bounded three ways: objects (`prefetch`), HTTP requests
+/// in the chosen [`Order`]. Work is bounded three ways: objects (`prefetch`), HTTP requests
 /// (`max_requests`) and bytes (`memory_budget`, taken range by range before each GET, one
 /// object at a time in dataset order so the loader cannot deadlock: `budget`). Large
 /// objects are read as parallel ranges into one buffer from a pool shared across epochs;
@@ -258,13 +258,13 @@ impl Loader {
         }
     }
 
-    /// What the loader has done so far: counts, throughput, latencies (see `StatsSnapshot`).
+    /// What the loader has done so far: counts, throughput, latencies (see [`StatsSnapshot`]).
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
     }
 
     /// Every object's fetch latency so far, from its admission to its last byte, as an HDR
-    /// histogram of microseconds (what `StatsSnapshot`'s percentiles are read from).
+    /// histogram of microseconds (what [`StatsSnapshot`]'s percentiles are read from).
     pub fn latency_histogram(&self) -> hdrhistogram::Histogram<u64> {
         self.stats.latency_histogram()
     }

@@ -1,5 +1,5 @@
 //! Reading a list of objects at once, for front ends that want them all (Python's
-//! `get_many`): the loader, in the order given, one GET per object.
+//! [`get_many`]): the loader, in the order given, one GET per object.
 
 use crate::dataset::Dataset;
 use crate::loader::{Loader, LoaderOptions, Object, Order};

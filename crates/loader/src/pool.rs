@@ -64,7 +64,7 @@ impl BufferPool {
 
     /// This process's pool for a window of `prefetch` objects (and `memory_budget`): the
     /// one every loader with the same window shares, so that the loader of the next epoch
-    /// (a new `Loader`, as each front end makes per epoch) lands its bytes in the memory the
+    /// (a new [`Loader`](crate::Loader), as each front end makes per epoch) lands its bytes in the memory the
     /// previous one already touched. After a fork the child starts its own pools; the
     /// parent's copies are left alone (they may be mid-use by threads the child lacks).
     pub fn shared(prefetch: usize, memory_budget: Option<u64>) -> Arc<Self> {

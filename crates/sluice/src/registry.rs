@@ -1,5 +1,5 @@
 //! Which backend serves a store: chosen by cargo features at build time and by name at run
-//! time (an explicit option, else `S3_BACKEND`, else `hyper`). The store `open` returns also
+//! time (an explicit option, else `S3_BACKEND`, else `hyper`). The store [`open`] returns also
 //! serves `file://` and `direct://` URIs, through the file system store.
 
 use async_trait::async_trait;

@@ -4,6 +4,7 @@
 //! range can be verified without a copy. `npz`: NumPy `.npz` files and DLIO-style records.
 //! Kept out of `sluice-core`, which a reader links: it needs neither, nor `zip`.
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod npz;

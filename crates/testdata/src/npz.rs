@@ -9,9 +9,13 @@ use zip::write::SimpleFileOptions;
 /// shape, and its content in C order, already encoded as `descr` says.
 #[derive(Debug, Clone, Copy)]
 pub struct Array<'a> {
+    /// The array's name in the archive, without `.npy`.
     pub name: &'a str,
+    /// Its numpy dtype string (`"<f4"`, `"|u1"`, ...).
     pub descr: &'a str,
+    /// Its shape.
     pub shape: &'a [usize],
+    /// Its content in C order, encoded as `descr` says.
     pub data: &'a [u8],
 }
 
