@@ -39,10 +39,22 @@ for epoch in range(a.epochs):
         for obj in sluice.Loader(sluice.Dataset.from_uris(uris), prefetch=a.prefetch):
             total += len(obj)
     else:
-        loader = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), {"prefetch": a.prefetch})
+        loader = s3dlio.PyBytesAsyncDataLoader(
+            s3dlio.PyDataset.from_uris(uris), {"prefetch": a.prefetch}
+        )
         it = loader.items()
         while batch := it.collect_batch(7):
             total += sum(len(b) for b in batch)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(json.dumps({"epoch": epoch, "bytes": total, "seconds": wall,
-                      "mb_per_s": total / 1e6 / wall, "cpu_s_per_gb": cpu / (total / 1e9)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "epoch": epoch,
+                "bytes": total,
+                "seconds": wall,
+                "mb_per_s": total / 1e6 / wall,
+                "cpu_s_per_gb": cpu / (total / 1e9),
+            }
+        ),
+        flush=True,
+    )

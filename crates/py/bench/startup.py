@@ -30,5 +30,13 @@ t2 = time.perf_counter()
 first = it.collect_batch(1)
 t3 = time.perf_counter()
 assert first and len(first[0]) > 0
-print(json.dumps({"import_ms": (t1 - t0) * 1e3, "loader_ms": (t2 - t1) * 1e3,
-                  "first_object_ms": (t3 - t2) * 1e3, "bytes": len(first[0])}))
+print(
+    json.dumps(
+        {
+            "import_ms": (t1 - t0) * 1e3,
+            "loader_ms": (t2 - t1) * 1e3,
+            "first_object_ms": (t3 - t2) * 1e3,
+            "bytes": len(first[0]),
+        }
+    )
+)

@@ -29,9 +29,8 @@ KILLED = 2  # the node killed: its S3 port is the second endpoint
 
 def rank_main(out: Path, uris: list[str], workers: int) -> None:
     """One rank: a DataLoader over this rank's shard; one JSON line per delivered object."""
-    import torch.utils.data
-
     import sluice
+    import torch.utils.data
     from sluice.testing import pattern
     from sluice.torch import S3IterableDataset
 
@@ -67,7 +66,9 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--objects", type=int, default=160)
     p.add_argument("--size", type=int, default=2 << 20)
-    p.add_argument("--no-kill", action="store_true", help="the same epoch with every node up (a baseline)")
+    p.add_argument(
+        "--no-kill", action="store_true", help="the same epoch with every node up (a baseline)"
+    )
     p.add_argument("--rank-of", help=argparse.SUPPRESS)  # internal: run one rank
     args = p.parse_args()
     bucket = os.environ["SLUICE_GARAGE_BUCKET"]
@@ -107,7 +108,14 @@ def main() -> int:
     outs = [work / f"rank{r}.jsonl" for r in range(args.ranks)]
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--workers", str(args.workers), "--rank-of", f"{outs[r]},{listed}"],
+            [
+                sys.executable,
+                __file__,
+                "--workers",
+                str(args.workers),
+                "--rank-of",
+                f"{outs[r]},{listed}",
+            ],
             env=dict(env, RANK=str(r)),
         )
         for r in range(args.ranks)
@@ -148,7 +156,9 @@ def main() -> int:
     per = {}
     for report in reports:
         for e in report:
-            t = per.setdefault(e["url"].rstrip("/"), {"requests": 0, "failures": 0, "bytes_read": 0})
+            t = per.setdefault(
+                e["url"].rstrip("/"), {"requests": 0, "failures": 0, "bytes_read": 0}
+            )
             for k in t:
                 t[k] += e[k]
     killed_url = endpoints[KILLED - 1]
@@ -156,7 +166,9 @@ def main() -> int:
         failures.append(f"no failed attempt counted on the killed node {killed_url}: {per}")
     total = sum(e["bytes_read"] for e in per.values())
     if total < len(uris) * args.size:
-        failures.append(f"endpoints read {total} bytes, fewer than the dataset's {len(uris) * args.size}")
+        failures.append(
+            f"endpoints read {total} bytes, fewer than the dataset's {len(uris) * args.size}"
+        )
 
     times = sorted(l["t"] for l in items if "uri" in l)
     after = [t for t in times if killed_at and t >= killed_at]
@@ -180,7 +192,9 @@ def main() -> int:
     for f in failures:
         print("FAIL:", f, file=sys.stderr)
     if not failures:
-        print(f"ok: {len(got)} objects exactly once across {args.ranks} ranks × {args.workers} workers, bytes verified, failover counted")
+        print(
+            f"ok: {len(got)} objects exactly once across {args.ranks} ranks × {args.workers} workers, bytes verified, failover counted"
+        )
     return 1 if failures else 0
 
 

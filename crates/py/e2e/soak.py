@@ -168,16 +168,36 @@ def next_fault(rng: random.Random) -> FaultPlan:
     choices: List[Tuple[int, Callable[[], FaultPlan]]] = [
         (20, lambda: FaultPlan("reset", "reset", after_bytes=some_bytes(rng))),
         (15, lambda: FaultPlan("truncate", "truncate", after_bytes=some_bytes(rng))),
-        (10, lambda: FaultPlan("stall<timeout", "stall", after_bytes=some_bytes(rng), seconds=short_stall)),
-        (8, lambda: FaultPlan("stall>timeout", "stall", after_bytes=some_bytes(rng), seconds=long_stall)),
+        (
+            10,
+            lambda: FaultPlan(
+                "stall<timeout", "stall", after_bytes=some_bytes(rng), seconds=short_stall
+            ),
+        ),
+        (
+            8,
+            lambda: FaultPlan(
+                "stall>timeout", "stall", after_bytes=some_bytes(rng), seconds=long_stall
+            ),
+        ),
         (15, lambda: FaultPlan("slowdown", "slowdown", count=rng.randint(1, 3))),
         (12, lambda: FaultPlan("internal", "internal", count=rng.randint(1, 2))),
-        (6, lambda: FaultPlan("latency<timeout", "latency", seconds=rng.uniform(0.1, FIRST_BYTE_TIMEOUT_S / 3))),
+        (
+            6,
+            lambda: FaultPlan(
+                "latency<timeout", "latency", seconds=rng.uniform(0.1, FIRST_BYTE_TIMEOUT_S / 3)
+            ),
+        ),
         (3, lambda: FaultPlan("latency>timeout", "latency", seconds=FIRST_BYTE_TIMEOUT_S + 1)),
         # More failures in a row than a request has attempts: some operation runs out of
         # retries, so the error paths (delivered errors, aborted uploads) get soaked too.
         (2, lambda: FaultPlan("burst:internal", "internal", count=2 * MAX_ATTEMPTS)),
-        (2, lambda: FaultPlan("burst:reset", "reset", count=2 * MAX_ATTEMPTS, after_bytes=some_bytes(rng))),
+        (
+            2,
+            lambda: FaultPlan(
+                "burst:reset", "reset", count=2 * MAX_ATTEMPTS, after_bytes=some_bytes(rng)
+            ),
+        ),
     ]
     weights = [w for w, _ in choices]
     return rng.choices([make for _, make in choices], weights)[0]()
@@ -225,7 +245,10 @@ def serve_main(seed: int) -> int:
     for key, size in layout(seed):
         server.insert(key, pattern(key, size))
         objects.append([f"s3://{server.bucket}/{key}", size])
-    print(json.dumps({"env": dict(server.env()), "bucket": server.bucket, "objects": objects}), flush=True)
+    print(
+        json.dumps({"env": dict(server.env()), "bucket": server.bucket, "objects": objects}),
+        flush=True,
+    )
 
     stop = threading.Event()
     injector = Injector(server, seed, stop)
@@ -262,13 +285,17 @@ class ServerProcess:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise SystemExit(f"soak: the server process exited ({self.proc.wait()}) before it started; its stderr is above")
+            raise SystemExit(
+                f"soak: the server process exited ({self.proc.wait()}) before it started; its stderr is above"
+            )
         self.info = json.loads(line)
 
     def check_alive(self) -> None:
         rc = self.proc.poll()
         if rc is not None:
-            raise SystemExit(f"soak: the server process died (exit status {rc}) mid-run; its stderr is above")
+            raise SystemExit(
+                f"soak: the server process died (exit status {rc}) mid-run; its stderr is above"
+            )
 
     def stop(self) -> Dict[str, Any]:
         """Closes its stdin (the signal to stop) and returns the counters it prints."""
@@ -335,7 +362,15 @@ class Stats:
         self.ops[workload] += 1
         self.bytes_verified += nbytes
 
-    def wrong(self, workload: str, what: str, wrong: int, first: Optional[int], got_len: int, want_len: int) -> None:
+    def wrong(
+        self,
+        workload: str,
+        what: str,
+        wrong: int,
+        first: Optional[int],
+        got_len: int,
+        want_len: int,
+    ) -> None:
         self.ops[workload] += 1
         self.wrong_bytes += wrong
         msg = f"{workload}: {what}: {wrong} wrong bytes (first at {first}; got {got_len} bytes, want {want_len})"
@@ -355,11 +390,21 @@ class Stats:
         self.errors[kind] += 1
         if not is_sluice_error(e):
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-            self.unexpected.append(f"{workload}: {what}: {type(e).__module__}.{type(e).__name__}: {e}")
+            self.unexpected.append(
+                f"{workload}: {what}: {type(e).__module__}.{type(e).__name__}: {e}"
+            )
             log(f"soak: UNEXPECTED EXCEPTION in {workload} ({what}):\n{tb}")
 
 
-def verify(stats: Stats, workload: str, what: str, got: Any, want_len: int, want_digest: bytes, regen: Callable[[], Any]) -> None:
+def verify(
+    stats: Stats,
+    workload: str,
+    what: str,
+    got: Any,
+    want_len: int,
+    want_digest: bytes,
+    regen: Callable[[], Any],
+) -> None:
     """Checks `got` (any buffer: a sluice.Object copies nothing) by length and SHA-256; on a
     mismatch regenerates the expected bytes to count the wrong ones."""
     mv = memoryview(got)
@@ -402,7 +447,9 @@ class Watchdog(threading.Thread):
             time.sleep(1.0)
             idle = time.monotonic() - self.last
             if idle > HANG_S:
-                log(f"soak: HANG: no operation completed for {idle:.0f} s (limit {HANG_S:.0f} s); in progress: {self.current}")
+                log(
+                    f"soak: HANG: no operation completed for {idle:.0f} s (limit {HANG_S:.0f} s); in progress: {self.current}"
+                )
                 log(f"soak: pid {os.getpid()}; Python stacks of every thread:")
                 faulthandler.dump_traceback(file=sys.stdout, all_threads=True)
                 sys.stdout.flush()
@@ -462,7 +509,9 @@ class Sample:
 
 def sample(start: float) -> Sample:
     st = proc_status()
-    return Sample((time.monotonic() - start) / 60, st["rss"], len(os.listdir("/proc/self/fd")), st["threads"])
+    return Sample(
+        (time.monotonic() - start) / 60, st["rss"], len(os.listdir("/proc/self/fd")), st["threads"]
+    )
 
 
 def status_line(stats: Stats, s: Sample, label: str = "") -> str:
@@ -575,15 +624,26 @@ def loader_round(ctx: Ctx, rnd: int) -> None:
 
     if rnd % 2:
         # Listing sizes the objects with no HEADs; it can fail under faults like any request.
-        ok, ds = ctx.attempt("loader", "Dataset.from_prefix", lambda: sluice.Dataset.from_prefix(ctx.prefix_uri, client=ctx.client))
+        ok, ds = ctx.attempt(
+            "loader",
+            "Dataset.from_prefix",
+            lambda: sluice.Dataset.from_prefix(ctx.prefix_uri, client=ctx.client),
+        )
         if not ok:
             return
     else:
         ds = sluice.Dataset.from_uris([e.uri for e in ctx.entries])
     loader = sluice.Loader(
-        ds, prefetch=8, shuffle=True, seed=rnd, epoch=rnd, client=ctx.client,
-        range_threshold=RANGE_THRESHOLD, chunk_size=CHUNK_SIZE,
-        memory_budget=LOADER_MEMORY_BUDGET, on_error="deliver",
+        ds,
+        prefetch=8,
+        shuffle=True,
+        seed=rnd,
+        epoch=rnd,
+        client=ctx.client,
+        range_threshold=RANGE_THRESHOLD,
+        chunk_size=CHUNK_SIZE,
+        memory_budget=LOADER_MEMORY_BUDGET,
+        on_error="deliver",
     )
     delivered: Counter = Counter()
     failed: List[str] = []
@@ -611,10 +671,18 @@ def loader_round(ctx: Ctx, rnd: int) -> None:
                 ctx.check_delivery("loader", obj, delivered)
             del objs, got
         ctx.stats.retries += loader.stats().get("retries", 0)
-    account(ctx, f"loader (pass {rnd}, on_error=deliver, objects taken with {mode})", [e.uri for e in ctx.entries], delivered, failed)
+    account(
+        ctx,
+        f"loader (pass {rnd}, on_error=deliver, objects taken with {mode})",
+        [e.uri for e in ctx.entries],
+        delivered,
+        failed,
+    )
 
 
-def account(ctx: Ctx, workload: str, uris: Sequence[str], delivered: Counter, failed: List[str]) -> None:
+def account(
+    ctx: Ctx, workload: str, uris: Sequence[str], delivered: Counter, failed: List[str]
+) -> None:
     """Every object of a pass delivered exactly once, or failed (never both, never lost)."""
     dups = [u for u, n in delivered.items() if n > 1]
     if dups:
@@ -625,7 +693,10 @@ def account(ctx: Ctx, workload: str, uris: Sequence[str], delivered: Counter, fa
     missing = len(uris) - len(delivered) - len(failed)
     if missing > 0:
         lost = [u for u in uris if u not in delivered and u not in failed]
-        ctx.stats.bad_delivery(workload, f"{missing} objects neither delivered nor failed ({len(failed)} failed), e.g. {lost[:3]}")
+        ctx.stats.bad_delivery(
+            workload,
+            f"{missing} objects neither delivered nor failed ({len(failed)} failed), e.g. {lost[:3]}",
+        )
 
 
 def many_round(ctx: Ctx, rnd: int) -> None:
@@ -641,10 +712,14 @@ def many_round(ctx: Ctx, rnd: int) -> None:
         uris = [e.uri for e in entries]
         inflight = ctx.rng.randint(1, 8)
         fn = sluice.get_many if i % 2 else ctx.client.get_many
-        ok, objs = ctx.attempt("many", f"get_many of {len(uris)}", lambda: fn(uris, max_in_flight=inflight))
+        ok, objs = ctx.attempt(
+            "many", f"get_many of {len(uris)}", lambda: fn(uris, max_in_flight=inflight)
+        )
         if ok:
             if [o.uri for o in objs] != uris:
-                ctx.stats.bad_delivery("many", f"get_many returned {[o.uri for o in objs][:3]}... for {uris[:3]}...")
+                ctx.stats.bad_delivery(
+                    "many", f"get_many returned {[o.uri for o in objs][:3]}... for {uris[:3]}..."
+                )
             for o, e in zip(objs, entries):
                 ctx.check_entry("many", o, e)
         del objs
@@ -663,7 +738,9 @@ def ranged_read(ctx: Ctx, workload: str, get_range: Callable[..., Any]) -> None:
     if to_end:
         length = e.size - offset
     what = f"get_range {e.uri} {offset}+{length}"
-    ok, obj = ctx.attempt(workload, what, lambda: get_range(e.uri, offset, None if to_end else length))
+    ok, obj = ctx.attempt(
+        workload, what, lambda: get_range(e.uri, offset, None if to_end else length)
+    )
     if ok:
         verify_bytes(ctx.stats, workload, what, obj, e.expected_range(offset, length))
         ctx.done()
@@ -682,7 +759,11 @@ def compat_round(ctx: Ctx, rnd: int) -> None:
         ranged_read(ctx, "compat", s3dlio.get_range)
 
     entries = ctx.batch(32 * MiB)
-    ok, pairs = ctx.attempt("compat", f"s3dlio.get_many of {len(entries)}", lambda: s3dlio.get_many([e.uri for e in entries], max_in_flight=4))
+    ok, pairs = ctx.attempt(
+        "compat",
+        f"s3dlio.get_many of {len(entries)}",
+        lambda: s3dlio.get_many([e.uri for e in entries], max_in_flight=4),
+    )
     if ok:
         if [u for u, _ in pairs] != [e.uri for e in entries]:
             ctx.stats.bad_delivery("compat", "s3dlio.get_many: pairs not in input order")
@@ -702,14 +783,19 @@ def compat_loader(ctx: Ctx, rnd: int) -> None:
     entries = ctx.batch(64 * MiB)
     uris = [e.uri for e in entries]
     ok, it = ctx.attempt(
-        "compat", "PyBytesAsyncDataLoader.items",
-        lambda: s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), {"prefetch": 4, "shuffle": True, "seed": rnd}).items(),
+        "compat",
+        "PyBytesAsyncDataLoader.items",
+        lambda: s3dlio.PyBytesAsyncDataLoader(
+            s3dlio.PyDataset.from_uris(uris), {"prefetch": 4, "shuffle": True, "seed": rnd}
+        ).items(),
     )
     if not ok:
         return
     delivered: Counter = Counter()
     while True:
-        ok, batch = ctx.attempt("compat", f"collect_batch after {sum(delivered.values())}", lambda: it.collect_batch(7))
+        ok, batch = ctx.attempt(
+            "compat", f"collect_batch after {sum(delivered.values())}", lambda: it.collect_batch(7)
+        )
         if not ok:
             return  # the pass ended in an error (counted): nothing more to account for
         if not batch:
@@ -741,14 +827,18 @@ def compat_put(ctx: Ctx) -> None:
     read_back(ctx, "compat", uri, data, put_ok=ok, reader=lambda: s3dlio.get(uri))
 
 
-def read_back(ctx: Ctx, workload: str, uri: str, data: Any, put_ok: bool, reader: Callable[[], Any]) -> None:
+def read_back(
+    ctx: Ctx, workload: str, uri: str, data: Any, put_ok: bool, reader: Callable[[], Any]
+) -> None:
     """Reads a written object back and compares it; then deletes it. After a failed write
     the object may be absent or (a completion that worked though its answer was lost)
     present: present, it must be whole."""
     import sluice
 
     if not put_ok:
-        ok, there = ctx.attempt(workload, f"exists {uri} after a failed write", lambda: ctx.client.exists(uri))
+        ok, there = ctx.attempt(
+            workload, f"exists {uri} after a failed write", lambda: ctx.client.exists(uri)
+        )
         if not (ok and there):
             return
         ctx.stats.notes["failed write left a visible object"] += 1
@@ -778,12 +868,18 @@ def write_streaming(ctx: Ctx, how: str, uri: str, data: memoryview) -> None:
     pieces = chunks(ctx.rng, data)
     if how == "sluice.open":
         # sluice.open's return type is a Union of reader and writer whatever the mode.
-        with cast(sluice.ObjectWriter, sluice.open(uri, "wb", client=ctx.client, part_size=PART_SIZE)) as f:
+        with cast(
+            sluice.ObjectWriter, sluice.open(uri, "wb", client=ctx.client, part_size=PART_SIZE)
+        ) as f:
             for p in pieces:
                 f.write(p)
         total = f.result["total_bytes"] if f.result else None
     else:
-        w = sluice.writer(uri, part_size=PART_SIZE) if how == "sluice.writer" else ctx.client.writer(uri, part_size=PART_SIZE)
+        w = (
+            sluice.writer(uri, part_size=PART_SIZE)
+            if how == "sluice.writer"
+            else ctx.client.writer(uri, part_size=PART_SIZE)
+        )
         try:
             for p in pieces:
                 w.write(p)
@@ -819,10 +915,14 @@ def writer_round(ctx: Ctx, rnd: int) -> None:
     """A few streaming uploads of 1-24 MiB (1 to 5 parts), each read back and deleted."""
     for i in range(4):
         how = ["sluice.writer", "Client.writer", "sluice.open"][(rnd + i) % 3]
-        size = ctx.rng.choice([ctx.rng.randint(1 * MiB, PART_SIZE), ctx.rng.randint(PART_SIZE, 24 * MiB)])
+        size = ctx.rng.choice(
+            [ctx.rng.randint(1 * MiB, PART_SIZE), ctx.rng.randint(PART_SIZE, 24 * MiB)]
+        )
         data = source_slice(ctx, size)
         uri = new_write_uri(ctx, how.replace(".", "_").lower())
-        ok, _ = ctx.attempt("writer", f"{how} {uri} ({size} bytes)", lambda: write_streaming(ctx, how, uri, data))
+        ok, _ = ctx.attempt(
+            "writer", f"{how} {uri} ({size} bytes)", lambda: write_streaming(ctx, how, uri, data)
+        )
         back = "get" if ctx.rng.random() < 0.5 else "open"
         read_back(ctx, "writer", uri, data, put_ok=ok, reader=lambda: read_whole(ctx, back, uri))
 
@@ -857,12 +957,19 @@ def load_entries(objects: List[List[Any]], bucket: str) -> List[Entry]:
     out = []
     prefix = f"s3://{bucket}/"
     for uri, size in objects:
-        key = uri[len(prefix):]
+        key = uri[len(prefix) :]
         out.append(Entry(uri, key, size, hashlib.sha256(pattern(key, size)).digest()))
     return out
 
 
-def flat_check(name: str, samples: List[Sample], get: Callable[[Sample], float], growth: float, slack: float, unit: Callable[[float], str]) -> Tuple[bool, str]:
+def flat_check(
+    name: str,
+    samples: List[Sample],
+    get: Callable[[Sample], float],
+    growth: float,
+    slack: float,
+    unit: Callable[[float], str],
+) -> Tuple[bool, str]:
     """The average of the last samples against the first sample after warm-up."""
     warm = max(BASELINE_MINUTE, samples[-1].minutes / 3) if samples else BASELINE_MINUTE
     base = next((s for s in samples if s.minutes >= warm), None)
@@ -880,11 +987,20 @@ def flat_check(name: str, samples: List[Sample], get: Callable[[Sample], float],
     )
 
 
-def summary(stats: Stats, samples: List[Sample], server_stats: Dict[str, Any], minutes: float, seed: int, logs: SluiceLogCounter) -> int:
+def summary(
+    stats: Stats,
+    samples: List[Sample],
+    server_stats: Dict[str, Any],
+    minutes: float,
+    seed: int,
+    logs: SluiceLogCounter,
+) -> int:
     """Prints the summary and the checks; returns the exit status."""
     log(f"soak: summary of {samples[-1].minutes:.2f} minutes (seed {seed}, client {CLIENT_ENV})")
     log(f"  operations: {dict(stats.ops)}; bytes verified {stats.bytes_verified / 1e9:.2f} GB")
-    log(f"  errors (operations that failed after their retries), by workload/kind: {dict(sorted(stats.errors.items())) or 'none'}")
+    log(
+        f"  errors (operations that failed after their retries), by workload/kind: {dict(sorted(stats.errors.items())) or 'none'}"
+    )
     if stats.notes:
         log(f"  notes: {dict(stats.notes)}")
     log(f"  loader retries (Loader.stats): {stats.retries}")
@@ -894,23 +1010,55 @@ def summary(stats: Stats, samples: List[Sample], server_stats: Dict[str, Any], m
         f"({', '.join(f'{k} {v}' for k, v in sorted(fired.items()))}); "
         f"{server_stats.get('requests', '?')} requests, {server_stats.get('gets', '?')} GETs, {server_stats.get('heads', '?')} HEADs"
     )
-    log(f"  sluice log records, client: {dict(logs.counts) or 'none'}; server: {server_stats.get('log_records') or 'none'}")
+    log(
+        f"  sluice log records, client: {dict(logs.counts) or 'none'}; server: {server_stats.get('log_records') or 'none'}"
+    )
     for w in logs.first_warnings:
         log(f"    e.g. {w}")
-    log(f"  samples (minute: rss MiB / fds / threads): " + "; ".join(f"{s.minutes:.2f}: {s.rss / MiB:.0f}/{s.fds}/{s.threads}" for s in samples))
+    log(
+        "  samples (minute: rss MiB / fds / threads): "
+        + "; ".join(f"{s.minutes:.2f}: {s.rss / MiB:.0f}/{s.fds}/{s.threads}" for s in samples)
+    )
 
     checks: List[Tuple[str, Optional[bool], str]] = []
     ok: Optional[bool]
-    checks.append(("wrong bytes or lost objects", stats.wrong_bytes == 0 and not stats.wrong_objects and not stats.bad_deliveries,
-                   f"{stats.wrong_bytes} wrong bytes ({len(stats.wrong_objects)} reads with any); {len(stats.bad_deliveries)} lost, duplicated or misdirected deliveries"))
-    checks.append(("hangs", True, f"none: no operation took over {HANG_S:.0f} s (the watchdog aborts the run on one)"))
-    checks.append(("unexpected exceptions", not stats.unexpected,
-                   f"{len(stats.unexpected)} errors that are not OSErrors" + (f": {stats.unexpected[:3]}" if stats.unexpected else "")))
-    checks.append(("faults fired", sum(fired.values()) > 0, f"{sum(fired.values())} faults fired in the server"))
+    checks.append(
+        (
+            "wrong bytes or lost objects",
+            stats.wrong_bytes == 0 and not stats.wrong_objects and not stats.bad_deliveries,
+            f"{stats.wrong_bytes} wrong bytes ({len(stats.wrong_objects)} reads with any); {len(stats.bad_deliveries)} lost, duplicated or misdirected deliveries",
+        )
+    )
+    checks.append(
+        (
+            "hangs",
+            True,
+            f"none: no operation took over {HANG_S:.0f} s (the watchdog aborts the run on one)",
+        )
+    )
+    checks.append(
+        (
+            "unexpected exceptions",
+            not stats.unexpected,
+            f"{len(stats.unexpected)} errors that are not OSErrors"
+            + (f": {stats.unexpected[:3]}" if stats.unexpected else ""),
+        )
+    )
+    checks.append(
+        (
+            "faults fired",
+            sum(fired.values()) > 0,
+            f"{sum(fired.values())} faults fired in the server",
+        )
+    )
     if minutes >= FLAT_MIN_MINUTES:
-        ok, msg = flat_check("RSS", samples, lambda s: s.rss, RSS_GROWTH, RSS_SLACK, lambda v: f"{v / MiB:.1f} MiB")
+        ok, msg = flat_check(
+            "RSS", samples, lambda s: s.rss, RSS_GROWTH, RSS_SLACK, lambda v: f"{v / MiB:.1f} MiB"
+        )
         checks.append(("RSS flat", ok, msg))
-        ok, msg = flat_check("fds", samples, lambda s: s.fds, FD_GROWTH, FD_SLACK, lambda v: f"{v:.1f}")
+        ok, msg = flat_check(
+            "fds", samples, lambda s: s.fds, FD_GROWTH, FD_SLACK, lambda v: f"{v:.1f}"
+        )
         checks.append(("fds flat", ok, msg))
     else:
         why = f"the run is shorter than {FLAT_MIN_MINUTES:g} minutes"
@@ -945,9 +1093,14 @@ def client_main(minutes: float, seed: int) -> int:
     watchdog = Watchdog(lambda why: log(status_line(stats, sample(start), f" ({why})")))
     watchdog.start()
     ctx = Ctx(
-        stats=stats, watchdog=watchdog, entries=entries, by_uri={e.uri: e for e in entries},
-        prefix_uri=f"s3://{server.info['bucket']}/{DATA_PREFIX}", client=sluice.Client(),
-        rng=random.Random(seed), source=os.urandom(32 * MiB),
+        stats=stats,
+        watchdog=watchdog,
+        entries=entries,
+        by_uri={e.uri: e for e in entries},
+        prefix_uri=f"s3://{server.info['bucket']}/{DATA_PREFIX}",
+        client=sluice.Client(),
+        rng=random.Random(seed),
+        source=os.urandom(32 * MiB),
     )
     log(
         f"soak: {len(entries)} objects, {sum(e.size for e in entries) / MiB:.0f} MiB, at {server.info['env']['AWS_ENDPOINT_URL_S3']}; "
@@ -985,8 +1138,14 @@ def client_main(minutes: float, seed: int) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, help="how long to run (fractions allowed)")
-    p.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED") or random.SystemRandom().randrange(1 << 31)))
-    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # internal: the server process
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=int(os.environ.get("SOAK_SEED") or random.SystemRandom().randrange(1 << 31)),
+    )
+    p.add_argument(
+        "--serve", action="store_true", help=argparse.SUPPRESS
+    )  # internal: the server process
     args = p.parse_args()
     if args.serve:
         return serve_main(args.seed)

@@ -1,5 +1,4 @@
 import pytest
-
 from sluice.testing import TestServer, environment
 
 

@@ -5,7 +5,6 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from sluice.compat import s3dlio
 
 
@@ -15,7 +14,9 @@ def test_write_index_and_read_row_groups(server, prefix):
     data = bytes(s3dlio.get(uri))
     table = pq.read_table(io.BytesIO(data))  # pyarrow reads what we wrote
     assert table.num_rows == 3000 and table.column_names == ["label", "dense"]
-    assert table.schema.field("dense").type == pa.list_(pa.field("element", pa.float32(), nullable=False), 13)
+    assert table.schema.field("dense").type == pa.list_(
+        pa.field("element", pa.float32(), nullable=False), 13
+    )
     meta = pq.ParquetFile(io.BytesIO(data)).metadata
     assert meta.num_row_groups == 3
 
@@ -26,7 +27,12 @@ def test_write_index_and_read_row_groups(server, prefix):
     assert server.gets - gets == 1, "the footer in one ranged GET"
     idx.ensure_indexed([uri], epoch=2, batch_size=4)
     assert server.gets - gets == 1, "indexed files are skipped"
-    assert idx.is_indexed(uri) and idx.file_rg_count(uri) == 3 and len(idx) == 3 and idx.file_count() == 1
+    assert (
+        idx.is_indexed(uri)
+        and idx.file_rg_count(uri) == 3
+        and len(idx) == 3
+        and idx.file_count() == 1
+    )
     assert idx.file_rg_count(uri + "x") is None
     assert s3dlio.parquet_rg_row_offsets(uri) == [0, 1000, 2000, 3000]
     rg, off, length = idx.rg_lookup(uri, 1500)
@@ -45,6 +51,7 @@ def test_write_index_and_read_row_groups(server, prefix):
     got = pa.ipc.open_stream(bytes(ipc)).read_all()
     want = pq.ParquetFile(io.BytesIO(data)).read_row_group(2, columns=["dense"])
     assert got.num_rows == 1000 and got.column_names == ["dense"]
+
     # Random float bits include NaNs: compare the values' bytes.
     def values(t):
         return pa.concat_arrays(t.column("dense").chunks).values.to_numpy().tobytes()
@@ -57,7 +64,9 @@ def test_write_index_and_read_row_groups(server, prefix):
 
 
 def test_reads_files_pyarrow_wrote_with_snappy(server, prefix):
-    table = pa.table({"x": pa.array(range(500), pa.int64()), "y": pa.array([float(i) / 3 for i in range(500)])})
+    table = pa.table(
+        {"x": pa.array(range(500), pa.int64()), "y": pa.array([float(i) / 3 for i in range(500)])}
+    )
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=200, compression="snappy")
     uri = f"s3://{server.bucket}/{prefix}pyarrow.parquet"
@@ -81,7 +90,6 @@ def test_a_file_that_shrinks_after_its_head_is_a_clear_error(server, prefix):
     """HEAD says one size; by the ranged GET of the footer the object is 4 bytes long, and
     the store clips the range (as S3 does). An error naming the file, never a panic."""
     import threading
-    import time
 
     key = f"{prefix}shrinks.parquet"
     uri = f"s3://{server.bucket}/{key}"

@@ -12,7 +12,6 @@ import zlib
 
 import numpy as np
 import pytest
-
 from sluice.compat import s3dlio
 from sluice.testing import pattern
 
@@ -54,21 +53,44 @@ def test_get_get_range_and_get_many(server, prefix):
 
 def test_list_follows_s3dlio_rules(server, prefix):
     base = f"s3://{server.bucket}/{prefix}"
-    for key in ["img_1.npz", "img_10.npz", "img_2.npz", "x_img_1.bin", "sub/img_1.npz", "sub/deep/a"]:
+    for key in [
+        "img_1.npz",
+        "img_10.npz",
+        "img_2.npz",
+        "x_img_1.bin",
+        "sub/img_1.npz",
+        "sub/deep/a",
+    ]:
         server.insert(prefix + key, b"abc")
     assert s3dlio.list(base, recursive=True) == sorted(
-        base + k for k in ["img_1.npz", "img_10.npz", "img_2.npz", "x_img_1.bin", "sub/img_1.npz", "sub/deep/a"]
+        base + k
+        for k in [
+            "img_1.npz",
+            "img_10.npz",
+            "img_2.npz",
+            "x_img_1.bin",
+            "sub/img_1.npz",
+            "sub/deep/a",
+        ]
     )
     # Not recursive: sub-prefixes as URIs ending in "/".
-    assert s3dlio.list(base) == [base + k for k in ["img_1.npz", "img_10.npz", "img_2.npz", "sub/", "x_img_1.bin"]]
+    assert s3dlio.list(base) == [
+        base + k for k in ["img_1.npz", "img_10.npz", "img_2.npz", "sub/", "x_img_1.bin"]
+    ]
     # No trailing slash: the last part is a regular expression searched below the prefix.
     assert s3dlio.list(base + "img_1", recursive=True) == [
         base + k for k in ["img_1.npz", "img_10.npz", "sub/img_1.npz", "x_img_1.bin"]
     ]
     assert s3dlio.list(base + "img_[2]", recursive=True) == [base + "img_2.npz"]
     # pattern: searched in the URI relative to `uri`, so anchors work.
-    assert s3dlio.list(base, recursive=True, pattern=r"^img_1") == [base + "img_1.npz", base + "img_10.npz"]
-    assert s3dlio.list(base, recursive=True, pattern=r"^sub/") == [base + "sub/deep/a", base + "sub/img_1.npz"]
+    assert s3dlio.list(base, recursive=True, pattern=r"^img_1") == [
+        base + "img_1.npz",
+        base + "img_10.npz",
+    ]
+    assert s3dlio.list(base, recursive=True, pattern=r"^sub/") == [
+        base + "sub/deep/a",
+        base + "sub/img_1.npz",
+    ]
     assert s3dlio.list(base + "nothing-here/") == []
     with pytest.raises(RuntimeError, match="regular expression|unterminated|missing"):
         s3dlio.list(base, pattern="[")
@@ -86,7 +108,10 @@ def test_local_files_through_the_same_calls(tmp_path):
         assert s3dlio.list(base + "/") == [f"{base}/a.npz", f"{base}/sub/"]
         assert bytes(s3dlio.get(f"{base}/sub/b.npz")) == b"B" * 20
         assert bytes(s3dlio.get_range(f"{base}/a.npz", 2, 3)) == b"AAA"
-        assert [len(d) for _, d in s3dlio.get_many([f"{base}/a.npz", f"{base}/sub/b.npz"])] == [10, 20]
+        assert [len(d) for _, d in s3dlio.get_many([f"{base}/a.npz", f"{base}/sub/b.npz"])] == [
+            10,
+            20,
+        ]
         st = s3dlio.stat(f"{base}/a.npz")
         assert st["size"] == 10 and st["storage_class"] == "STANDARD"
     s3dlio.put_bytes(f"file://{root}/new/c.bin", b"xyz")
@@ -100,9 +125,22 @@ def test_stat_has_s3dlios_keys(server, prefix):
     [uri] = server.fill(prefix, 1, 777)
     st = s3dlio.stat(uri)
     assert list(st) == [
-        "size", "last_modified", "etag", "content_type", "content_language", "content_encoding",
-        "cache_control", "content_disposition", "expires", "storage_class", "server_side_encryption",
-        "ssekms_key_id", "sse_customer_algorithm", "version_id", "replication_status", "metadata",
+        "size",
+        "last_modified",
+        "etag",
+        "content_type",
+        "content_language",
+        "content_encoding",
+        "cache_control",
+        "content_disposition",
+        "expires",
+        "storage_class",
+        "server_side_encryption",
+        "ssekms_key_id",
+        "sse_customer_algorithm",
+        "version_id",
+        "replication_status",
+        "metadata",
     ]
     assert st["size"] == 777 and st["etag"] and st["metadata"] == {}
     assert st["last_modified"].endswith("Z") and "T" in st["last_modified"]
@@ -153,7 +191,9 @@ def test_errors_are_runtime_errors_that_keep_their_type(server, prefix):
 
 def test_multipart_writer_streams_parts_while_writing(server, prefix):
     uri = f"s3://{server.bucket}/{prefix}ckpt"
-    w = s3dlio.MultipartUploadWriter.from_uri(uri, part_size=5 << 20, max_in_flight=2, abort_on_drop=True)
+    w = s3dlio.MultipartUploadWriter.from_uri(
+        uri, part_size=5 << 20, max_in_flight=2, abort_on_drop=True
+    )
     chunks = [os.urandom(3 << 20) for _ in range(7)]
     before = server.requests
     for c in chunks[:4]:
@@ -236,9 +276,21 @@ def test_zstd_writers_write_one_frame_under_zst_names_as_s3dlio(server, prefix, 
     opts.with_compression("ZSTD", None)  # the level defaults to 3, as s3dlio's
     assert opts.compression == 3
     for create, uri, stored in [
-        (s3dlio.create_s3_writer, f"s3://{server.bucket}/{prefix}c.bin", f"s3://{server.bucket}/{prefix}c.bin.zst"),
-        (s3dlio.create_s3_writer, f"s3://{server.bucket}/{prefix}d.zst", f"s3://{server.bucket}/{prefix}d.zst"),
-        (s3dlio.create_filesystem_writer, f"file://{tmp_path}/e.zst", f"file://{tmp_path}/e.zst.zst"),
+        (
+            s3dlio.create_s3_writer,
+            f"s3://{server.bucket}/{prefix}c.bin",
+            f"s3://{server.bucket}/{prefix}c.bin.zst",
+        ),
+        (
+            s3dlio.create_s3_writer,
+            f"s3://{server.bucket}/{prefix}d.zst",
+            f"s3://{server.bucket}/{prefix}d.zst",
+        ),
+        (
+            s3dlio.create_filesystem_writer,
+            f"file://{tmp_path}/e.zst",
+            f"file://{tmp_path}/e.zst.zst",
+        ),
     ]:
         w = create(uri, opts)
         for off in range(0, len(data), 100_000):
@@ -267,7 +319,9 @@ def test_generate_npz_bytes_has_exactly_the_shape_and_random_content():
 
 
 def _run(code: str, env: dict) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -275,7 +329,8 @@ def _run(code: str, env: dict) -> str:
 def test_s3dlio_variables_are_read_at_first_use_not_import(server, prefix):
     [uri] = server.fill(prefix, 1, 100)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("S3DLIO_", "SLUICE_"))}
-    out = _run(f"""
+    out = _run(
+        f"""
         import os, threading
         from sluice.compat import s3dlio
         from sluice import _native
@@ -283,7 +338,9 @@ def test_s3dlio_variables_are_read_at_first_use_not_import(server, prefix):
         assert s3dlio.exists({uri!r})
         names = [open(f"/proc/self/task/{{t}}/comm").read().strip() for t in os.listdir("/proc/self/task")]
         print(names.count("sluice"), _native.set_runtime_threads(5))
-    """, env)
+    """,
+        env,
+    )
     want = max(3, os.cpu_count())  # raised to 3, never below one per CPU
     assert out.split() == [str(want), "False"], "the runtime cannot change once started"
 
@@ -307,7 +364,9 @@ def test_retry_attempts_and_range_variables(server, prefix, monkeypatch):
     monkeypatch.setenv("S3DLIO_RANGE_THRESHOLD_MB", "1")
     monkeypatch.setenv("S3DLIO_CHUNK_SIZE", str(1 << 20))
     gets = server.gets
-    assert sum(len(o) for o in s3dlio.PyBytesAsyncDataLoader(ds, {"prefetch": 2}).items()) == 3 << 20
+    assert (
+        sum(len(o) for o in s3dlio.PyBytesAsyncDataLoader(ds, {"prefetch": 2}).items()) == 3 << 20
+    )
     assert server.gets - gets == 3, "1 MiB ranges"
     for off in ("0", "false", "Off", "disabled"):
         monkeypatch.setenv("S3DLIO_ENABLE_RANGE_OPTIMIZATION", off)
@@ -321,11 +380,18 @@ def test_retry_attempts_and_range_variables(server, prefix, monkeypatch):
 
 def test_endpoint_precedence_is_s3dlios(server, prefix):
     [uri] = server.fill(prefix, 1, 10)
-    env = {**os.environ, "AWS_ENDPOINT_URL": server.endpoint, "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9"}
-    out = _run(f"""
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9",
+    }
+    out = _run(
+        f"""
         from sluice.compat import s3dlio
         print(len(s3dlio.get({uri!r})))
-    """, env)
+    """,
+        env,
+    )
     assert out.split() == ["10"], "AWS_ENDPOINT_URL wins through the compat module"
 
 
@@ -336,7 +402,9 @@ def test_old_invented_variable_names_are_gone():
     assert "S3DLIO_MAX_RETRIES" not in src and "S3DLIO_TIMEOUT_SECS" not in src
 
 
-STAND_IN = """raise ImportError("the real s3dlio was imported: the alias did not reach this process")\n"""
+STAND_IN = (
+    """raise ImportError("the real s3dlio was imported: the alias did not reach this process")\n"""
+)
 
 
 def _stand_in(tmp_path):
@@ -400,11 +468,23 @@ def test_alias_reaches_every_process_it_starts(server, prefix, tmp_path):
     plain = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True)
     assert plain.returncode != 0 and "alias did not reach" in plain.stderr, "the stand-in works"
     run = subprocess.run(
-        [sys.executable, "-m", "sluice.compat.alias", str(prog)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "sluice.compat.alias", str(prog)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(
-        sorted({"main": 4000, "spawn": 4000, "forkserver": 4000, "fork": 4000, "subprocess": "sluice.compat.s3dlio"}.items())
+        sorted(
+            {
+                "main": 4000,
+                "spawn": 4000,
+                "forkserver": 4000,
+                "fork": 4000,
+                "subprocess": "sluice.compat.s3dlio",
+            }.items()
+        )
     )
     for name in ("spawn", "forkserver", "fork"):
         assert bytes(s3dlio.get(out + name)) == name.encode() * 1000
@@ -426,7 +506,9 @@ def test_multi_endpoint_store_spreads_counts_and_goes_around_a_dead_endpoint(ser
     with socket.socket() as s:  # a port nothing listens on once closed
         s.bind(("127.0.0.1", 0))
         dead = "http://127.0.0.1:%d" % s.getsockname()[1]
-    store = s3dlio.create_multi_endpoint_store(uris=[server.endpoint, dead], strategy="least_connections")
+    store = s3dlio.create_multi_endpoint_store(
+        uris=[server.endpoint, dead], strategy="least_connections"
+    )
     assert store.endpoint_count() == 2 and store.strategy() == "least_connections"
     uri = f"s3://{server.bucket}/{prefix}obj"
     data = pattern("x", 200_000)
@@ -452,7 +534,9 @@ def test_multi_endpoint_store_spreads_counts_and_goes_around_a_dead_endpoint(ser
     s3_style = s3dlio.create_multi_endpoint_store([f"s3://{host}/{server.bucket}/{prefix}"])
     server.insert(prefix + "rel", b"relative")
     assert bytes(asyncio.run(s3_style.get("rel"))) == b"relative"
-    assert bytes(asyncio.run(s3_style.get(f"s3://{host}/{server.bucket}/{prefix}rel"))) == b"relative"
+    assert (
+        bytes(asyncio.run(s3_style.get(f"s3://{host}/{server.bucket}/{prefix}rel"))) == b"relative"
+    )
 
     with pytest.raises(RuntimeError, match="Invalid strategy 'fastest'"):
         s3dlio.create_multi_endpoint_store([server.endpoint], strategy="fastest")
@@ -488,9 +572,13 @@ def test_put_bytes_put_many_and_their_async_forms(server, prefix):
         s3dlio.put_bytes_async(base + "x", b"no loop")
 
 
-def test_multi_endpoint_stores_from_a_template_a_file_and_the_environment(server, tmp_path, monkeypatch):
+def test_multi_endpoint_stores_from_a_template_a_file_and_the_environment(
+    server, tmp_path, monkeypatch
+):
     host, port = server.endpoint.split("://")[1].rsplit(":", 1)
-    store = s3dlio.create_multi_endpoint_store_from_template(f"http://{host}:{{{port}...{port}}}", None)
+    store = s3dlio.create_multi_endpoint_store_from_template(
+        f"http://{host}:{{{port}...{port}}}", None
+    )
     assert store.endpoint_count() == 1 and store.strategy() == "round_robin"
     assert s3dlio._expand_template("e{1...2}x{5...6}") == ["e1x5", "e1x6", "e2x5", "e2x6"]
     assert s3dlio._expand_template("h{01...03}") == ["h1", "h2", "h3"]
@@ -498,7 +586,12 @@ def test_multi_endpoint_stores_from_a_template_a_file_and_the_environment(server
         s3dlio.create_multi_endpoint_store_from_template("http://h{3...1}:9000", None)
     listing = tmp_path / "endpoints.txt"
     listing.write_text(f"# the cluster\n\n  {server.endpoint}  \n{server.endpoint}\n")
-    assert s3dlio.create_multi_endpoint_store_from_file(str(listing), "least_connections").endpoint_count() == 2
+    assert (
+        s3dlio.create_multi_endpoint_store_from_file(
+            str(listing), "least_connections"
+        ).endpoint_count()
+        == 2
+    )
     (tmp_path / "empty.txt").write_text("# nothing\n")
     with pytest.raises(RuntimeError, match="No URIs found"):
         s3dlio.create_multi_endpoint_store_from_file(str(tmp_path / "empty.txt"), None)
@@ -555,7 +648,11 @@ def test_multi_endpoint_store_over_directories(tmp_path):
     assert all((d / "rel").is_dir() for d in dirs), "names spread over every directory"
     stats = store.get_endpoint_stats()
     assert [s["uri"] for s in stats] == [f"file://{d}" for d in dirs]
-    assert stats[1]["bytes_written"] >= 10 and stats[1]["bytes_read"] >= 13 and stats[1]["error_count"] == 1
+    assert (
+        stats[1]["bytes_written"] >= 10
+        and stats[1]["bytes_read"] >= 13
+        and stats[1]["error_count"] == 1
+    )
     assert store.get_total_stats()["total_requests"] == 6 + 24
     with pytest.raises(RuntimeError, match="none of the endpoints"):
         asyncio.run(store.get(f"file://{tmp_path}/elsewhere"))

@@ -5,7 +5,6 @@ import pickle
 import socket
 
 import pytest
-
 import sluice
 from sluice.testing import pattern
 
@@ -79,7 +78,9 @@ def test_a_profile_wins_over_keys_in_the_environment(server, client, prefix, tmp
     assert len(sluice.Client(endpoint=server.endpoint, profile="training").get(u)) == 10
 
 
-def test_a_home_without_aws_config_prints_nothing_and_still_finds_credentials(server, prefix, tmp_path):
+def test_a_home_without_aws_config_prints_nothing_and_still_finds_credentials(
+    server, prefix, tmp_path
+):
     """A home with ~/.aws/credentials and no ~/.aws/config, no region in the environment:
     no "failed to parse profile" on stderr (it was printed once per client), and the
     profile's keys are found."""
@@ -95,7 +96,9 @@ def test_a_home_without_aws_config_prints_nothing_and_still_finds_credentials(se
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true", EP=server.endpoint, URI=u)
     code = "import os, sluice; print(len(sluice.Client(endpoint=os.environ['EP']).get(os.environ['URI'])))"
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "10"
     assert "failed to parse profile" not in run.stderr, run.stderr
@@ -115,12 +118,20 @@ def test_spawned_dataloader_workers_rebuild_the_client_from_the_config(server, p
     # The environment the workers inherit points nowhere: only the config reaches the server.
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", dead_endpoint())
     monkeypatch.setenv("SLUICE_MAX_ATTEMPTS", "1")
-    ds = S3IterableDataset.from_prefix(f"s3://{server.bucket}/{prefix}", transform=uri_and_len, config=cfg)
+    ds = S3IterableDataset.from_prefix(
+        f"s3://{server.bucket}/{prefix}", transform=uri_and_len, config=cfg
+    )
     dl = torch.utils.data.DataLoader(
-        ds, batch_size=None, num_workers=2, multiprocessing_context="spawn", persistent_workers=False
+        ds,
+        batch_size=None,
+        num_workers=2,
+        multiprocessing_context="spawn",
+        persistent_workers=False,
     )
     # (batch_size=None: DataLoader's default conversion turns each tuple into a list)
     assert sorted(tuple(x) for x in dl) == [(u, 2048) for u in uris]
     maps = S3MapDataset(uris, transform=uri_and_len, config=cfg)
-    dl = torch.utils.data.DataLoader(maps, batch_size=None, num_workers=2, multiprocessing_context="spawn")
+    dl = torch.utils.data.DataLoader(
+        maps, batch_size=None, num_workers=2, multiprocessing_context="spawn"
+    )
     assert sorted(tuple(x) for x in dl) == [(u, 2048) for u in uris]

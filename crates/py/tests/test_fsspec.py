@@ -54,7 +54,10 @@ def test_pyarrow_and_pandas_read_parquet_through_it(server, fs, prefix):
     with fs.open(path, "wb") as f:
         pq.write_table(table, f, row_group_size=1000)
     assert pq.read_table(path, filesystem=fs).equals(table)
-    assert ds.dataset(f"{server.bucket}/{prefix}", filesystem=fs, format="parquet").to_table().num_rows == 10_000
+    assert (
+        ds.dataset(f"{server.bucket}/{prefix}", filesystem=fs, format="parquet").to_table().num_rows
+        == 10_000
+    )
     pd = pytest.importorskip("pandas")
     df = pd.read_parquet(f"sluice://{path}", storage_options={"endpoint": server.endpoint})
     assert len(df) == 10_000 and df["y"].iloc[-1] == "row9999"
@@ -63,7 +66,11 @@ def test_pyarrow_and_pandas_read_parquet_through_it(server, fs, prefix):
 def test_the_protocol_is_declared_as_an_entry_point():
     import pathlib
 
-    tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
+    tomllib = (
+        pytest.importorskip("tomllib")
+        if sys.version_info >= (3, 11)
+        else pytest.importorskip("tomli")
+    )
     pyproject = pathlib.Path(__file__).parents[1] / "pyproject.toml"
     specs = tomllib.loads(pyproject.read_text())["project"]["entry-points"]["fsspec.specs"]
     assert specs == {"sluice": "sluice.fsspec:SluiceFileSystem"}

@@ -7,7 +7,6 @@ import posixpath
 
 import pytest
 from fsspec.tests import abstract  # fsspec >= 2024.12 has the open and pipe tests
-
 from sluice.fsspec import SluiceFileSystem
 
 _roots = itertools.count()

@@ -6,7 +6,6 @@ import os
 import time
 
 import pytest
-
 import sluice
 from sluice.testing import HostileServer, hostile_cases
 

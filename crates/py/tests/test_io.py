@@ -4,7 +4,6 @@ import io
 import random
 
 import pytest
-
 import sluice
 from sluice.testing import pattern
 

@@ -4,7 +4,6 @@ import itertools
 import time
 
 import pytest
-
 import sluice
 
 
@@ -28,15 +27,23 @@ def test_entries_come_page_by_page_with_their_attributes(server, client, prefix)
 def test_not_recursive_gives_prefixes(server, client, prefix):
     for k in ["a/1", "a/2", "b/1", "top"]:
         client.put(f"s3://{server.bucket}/{prefix}{k}", b"x")
-    got = {(e.key[len(prefix) :], e.is_prefix, e.size) for e in client.list_objects(f"s3://{server.bucket}/{prefix}")}
+    got = {
+        (e.key[len(prefix) :], e.is_prefix, e.size)
+        for e in client.list_objects(f"s3://{server.bucket}/{prefix}")
+    }
     assert got == {("a/", True, None), ("b/", True, None), ("top", False, 1)}
     # The module-level function lists through the default client.
-    assert [e.key for e in sluice.list_objects(f"s3://{server.bucket}/{prefix}a/")] == [f"{prefix}a/1", f"{prefix}a/2"]
+    assert [e.key for e in sluice.list_objects(f"s3://{server.bucket}/{prefix}a/")] == [
+        f"{prefix}a/1",
+        f"{prefix}a/2",
+    ]
 
 
 def test_a_listing_abandoned_early_or_failing_says_so(server, client, prefix):
     server.fill(prefix, 1500, 1)
-    taken = list(itertools.islice(client.list_objects(f"s3://{server.bucket}/{prefix}", recursive=True), 5))
+    taken = list(
+        itertools.islice(client.list_objects(f"s3://{server.bucket}/{prefix}", recursive=True), 5)
+    )
     assert len(taken) == 5  # dropping the iterator stops its task
     with pytest.raises(FileNotFoundError, match="no-such-bucket"):
         next(client.list_objects("s3://no-such-bucket/x/"))

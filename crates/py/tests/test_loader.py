@@ -4,7 +4,6 @@ import multiprocessing as mp
 import pickle
 
 import pytest
-
 import sluice
 import sluice.testing
 from sluice.testing import pattern
@@ -61,7 +60,10 @@ def test_batches_order_and_shuffle(server, client, prefix):
     assert ordered == uris
     a = [o.uri for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, client=client)]
     b = [o.uri for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, client=client)]
-    c = [o.uri for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, epoch=1, client=client)]
+    c = [
+        o.uri
+        for o in sluice.Loader(ds, order="input", shuffle=True, seed=7, epoch=1, client=client)
+    ]
     assert a == b and sorted(a) == uris and a != uris and c != a
 
 
@@ -72,8 +74,14 @@ def test_sharding_is_disjoint_and_complete(server, client, prefix):
     for rank in range(2):
         for worker in range(3):
             l = sluice.Loader(
-                ds, rank=rank, world_size=2, worker_id=worker, num_workers=3,
-                shuffle=True, seed=1, client=client,
+                ds,
+                rank=rank,
+                world_size=2,
+                worker_id=worker,
+                num_workers=3,
+                shuffle=True,
+                seed=1,
+                client=client,
             )
             got += [o.uri for o in l]
     assert sorted(got) == uris
@@ -126,7 +134,12 @@ def test_a_batch_with_a_failure_loses_no_object(server, client, prefix):
     assert all(bytes(o) == pattern(o.uri.split("/", 3)[3], 1000) for o in first + rest)
     assert l.collect_batch(5) == []
     # A failure first in a batch raises at once; next() takes what is held, in order.
-    l = sluice.Loader(sluice.Dataset.from_uris([missing] + uris[:3]), order="input", on_error="deliver", client=client)
+    l = sluice.Loader(
+        sluice.Dataset.from_uris([missing] + uris[:3]),
+        order="input",
+        on_error="deliver",
+        client=client,
+    )
     with pytest.raises(FileNotFoundError):
         l.collect_batch(2)
     assert next(l).uri == uris[0]
@@ -150,7 +163,9 @@ def _read_shard(args):
 
     client = s.Client(endpoint=endpoint)
     out = []
-    for o in s.Loader(s.Dataset.from_uris(uris), worker_id=worker, num_workers=workers, client=client):
+    for o in s.Loader(
+        s.Dataset.from_uris(uris), worker_id=worker, num_workers=workers, client=client
+    ):
         assert bytes(o) == p(o.uri.split("/", 3)[3], len(o))
         out.append(o.uri)
     # The module-level default client works in the worker too.
@@ -183,7 +198,12 @@ def test_a_loader_from_the_parent_fails_clearly_in_a_fork(server, client, prefix
     assert "cannot be used after fork" in msg
     # Objects a batch held back (after a failure) are the parent's too: refused the same way.
     missing = f"s3://{server.bucket}/{prefix}missing"
-    loader = sluice.Loader(sluice.Dataset.from_uris([uris[0], missing, uris[1]]), order="input", on_error="deliver", client=client)
+    loader = sluice.Loader(
+        sluice.Dataset.from_uris([uris[0], missing, uris[1]]),
+        order="input",
+        on_error="deliver",
+        client=client,
+    )
     assert [o.uri for o in loader.collect_batch(3)] == uris[:1]
     p = ctx.Process(target=_use_inherited, args=(loader, q))
     p.start()

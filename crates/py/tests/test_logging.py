@@ -15,7 +15,9 @@ def wait_for(caplog, logger, text, seconds=5.0):
             if r.name == logger and text in r.getMessage():
                 return r
         time.sleep(0.05)
-    raise AssertionError(f"no {logger} record with {text!r}: {[(r.name, r.getMessage()) for r in caplog.records]}")
+    raise AssertionError(
+        f"no {logger} record with {text!r}: {[(r.name, r.getMessage()) for r in caplog.records]}"
+    )
 
 
 def test_retries_and_avoided_endpoints_are_logged(server, prefix, caplog):

@@ -10,7 +10,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-
 import sluice
 from sluice.testing import pattern
 

@@ -8,7 +8,6 @@ import inspect
 import pkgutil
 
 import pytest
-
 import sluice
 
 PUBLIC_MODULES = [
@@ -67,6 +66,8 @@ def test_no_public_name_is_missing(name):
     public = {
         n
         for n, obj in vars(mod).items()
-        if not n.startswith("_") and (inspect.isclass(obj) or inspect.isroutine(obj)) and defined_here(obj)
+        if not n.startswith("_")
+        and (inspect.isclass(obj) or inspect.isroutine(obj))
+        and defined_here(obj)
     }
     assert public - set(mod.__all__) == set()

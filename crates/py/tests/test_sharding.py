@@ -3,7 +3,6 @@
 import types
 
 import pytest
-
 from sluice._sharding import Shard, resolve_shard
 
 
@@ -33,7 +32,9 @@ def worker(i, n):
 def test_resolution_order():
     assert resolve_shard(env={}) == Shard(0, 1, 0, 1)
     assert resolve_shard(env={"RANK": "3", "WORLD_SIZE": "4"}) == Shard(3, 4, 0, 1)
-    assert resolve_shard(dist=FakeDist(1, 2), env={"RANK": "3", "WORLD_SIZE": "4"}) == Shard(1, 2, 0, 1)
+    assert resolve_shard(dist=FakeDist(1, 2), env={"RANK": "3", "WORLD_SIZE": "4"}) == Shard(
+        1, 2, 0, 1
+    )
     assert resolve_shard(dist=FakeDist(1, 2, initialized=False), env={}) == Shard(0, 1, 0, 1)
     assert resolve_shard(2, 8, worker(1, 4), FakeDist(1, 2), {}) == Shard(2, 8, 1, 4)
     with pytest.raises(ValueError, match="rank 4"):

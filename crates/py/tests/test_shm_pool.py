@@ -9,7 +9,6 @@ import sys
 import tempfile
 
 import pytest
-
 from sluice.compat import alias
 
 READER = r"""
@@ -36,7 +35,11 @@ def shm_root():
 def read(uris, pool, env=None):
     e = {**os.environ, "SLUICE_SHM_POOL": pool, **(env or {})}
     return subprocess.Popen(
-        [sys.executable, "-c", READER, *uris], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", READER, *uris],
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -217,7 +220,11 @@ def test_fork_workers_after_the_parent_used_the_pool(server, prefix):
     with tempfile.TemporaryDirectory(dir=shm_root()) as d:
         env = {**os.environ, "SLUICE_SHM_POOL": os.path.join(d, "pool")}
         out = subprocess.run(
-            [sys.executable, "-c", FORKED, *uris], env=env, capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", FORKED, *uris],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout)

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mypy.stubtest", reason="mypy is not installed (crates/py/requirements-test.txt has it)")
+pytest.importorskip(
+    "mypy.stubtest", reason="mypy is not installed (crates/py/requirements-test.txt has it)"
+)
 
 ALLOWLIST = Path(__file__).with_name("stubtest-allowlist.txt")
 

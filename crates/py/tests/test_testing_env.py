@@ -4,7 +4,6 @@ restored, variables it added removed, however the block ends."""
 import os
 
 import pytest
-
 from sluice import testing  # not `import TestServer`: pytest would try to collect it
 from sluice.testing import environment
 
@@ -24,7 +23,12 @@ def before(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "before-key")
     for k in ["AWS_ENDPOINT_URL_S3", "AWS_SECRET_ACCESS_KEY", "AWS_CA_BUNDLE", "AWS_SESSION_TOKEN"]:
         monkeypatch.delenv(k, raising=False)
-    for k in ["SLUICE_CONNECT_TIMEOUT", "SLUICE_FIRST_BYTE_TIMEOUT", "SLUICE_STALL_TIMEOUT", "SLUICE_MAX_ATTEMPTS"]:
+    for k in [
+        "SLUICE_CONNECT_TIMEOUT",
+        "SLUICE_FIRST_BYTE_TIMEOUT",
+        "SLUICE_STALL_TIMEOUT",
+        "SLUICE_MAX_ATTEMPTS",
+    ]:
         monkeypatch.delenv(k, raising=False)
     return environ()
 
@@ -40,7 +44,9 @@ def test_restored_after_the_block(before, own_server, https):
     with environment(own_server, https=https, extra={"SLUICE_MAX_ATTEMPTS": "3"}):
         want = dict(own_server.env(https), SLUICE_MAX_ATTEMPTS="3")
         assert {k: os.environ.get(k) for k in want} == want
-        assert os.environ["AWS_ENDPOINT_URL_S3"] == (own_server.https_endpoint if https else own_server.endpoint)
+        assert os.environ["AWS_ENDPOINT_URL_S3"] == (
+            own_server.https_endpoint if https else own_server.endpoint
+        )
     assert environ() == before
 
 

@@ -5,7 +5,6 @@ the keyword at fault named."""
 import time
 
 import pytest
-
 import sluice
 from sluice import testing  # not `import TestServer`: pytest would try to collect it
 

@@ -11,7 +11,6 @@ def uri_and_len(obj):
 
 
 def test_iterable_dataset_in_dataloader_workers(server, prefix):
-    import sluice
     from sluice.torch import S3IterableDataset
 
     uris = server.fill(prefix, 10, 4096)
@@ -21,7 +20,9 @@ def test_iterable_dataset_in_dataloader_workers(server, prefix):
         prefetch=4,
     )
     for ctx in ["fork", "spawn"]:
-        dl = torch.utils.data.DataLoader(ds, batch_size=3, num_workers=2, collate_fn=list, multiprocessing_context=ctx)
+        dl = torch.utils.data.DataLoader(
+            ds, batch_size=3, num_workers=2, collate_fn=list, multiprocessing_context=ctx
+        )
         got = [(u, n) for batch in dl for (u, n) in batch]
         assert sorted(got) == [(u, 4096) for u in uris], ctx
     # Two ranks of two workers each: disjoint, complete.
@@ -99,8 +100,13 @@ def test_dlio_process_model_through_the_alias(server, prefix, tmp_path):
     prog.write_text(DLIO_MODEL.format(uris=uris, ckpt=ckpt))
     stand_in = tmp_path / "stand_in" / "s3dlio"
     stand_in.mkdir(parents=True)
-    (stand_in / "__init__.py").write_text('raise ImportError("the alias did not reach this process")\n')
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(stand_in.parent), os.environ.get("PYTHONPATH", "")])}
+    (stand_in / "__init__.py").write_text(
+        'raise ImportError("the alias did not reach this process")\n'
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(stand_in.parent), os.environ.get("PYTHONPATH", "")]),
+    }
     ranks = [
         subprocess.Popen(
             [sys.executable, "-m", "sluice.compat.alias", str(prog)],
@@ -123,9 +129,8 @@ def test_dlio_process_model_through_the_alias(server, prefix, tmp_path):
 
 
 def test_distributed_checkpoint_save_and_load(server, prefix):
-    import torch.distributed.checkpoint as dcp
-
     import sluice
+    import torch.distributed.checkpoint as dcp
     from sluice.torch.dcp import StorageReader, StorageWriter
 
     uri = f"s3://{server.bucket}/{prefix}ckpt"
@@ -134,7 +139,11 @@ def test_distributed_checkpoint_save_and_load(server, prefix):
     names = [u.rsplit("/", 1)[1] for u in sluice.list(uri + "/", recursive=True)]
     assert ".metadata" in names and any(n.endswith(".distcp") for n in names), names
     assert not any(n.endswith(".tmp") for n in names), "the metadata was renamed into place"
-    back = {"w": torch.empty(256, 512), "b": torch.empty(1000, dtype=torch.long), "nested": {"x": torch.empty(3, 3)}}
+    back = {
+        "w": torch.empty(256, 512),
+        "b": torch.empty(1000, dtype=torch.long),
+        "nested": {"x": torch.empty(3, 3)},
+    }
     dcp.load(back, storage_reader=StorageReader(uri, endpoint=server.endpoint))
     assert torch.equal(back["w"], state["w"]) and torch.equal(back["b"], state["b"])
     assert torch.equal(back["nested"]["x"], state["nested"]["x"])
@@ -146,7 +155,6 @@ def _dcp_rank(rank, world, init, uri, endpoint):
     # Module level: torch.multiprocessing.spawn pickles it.
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
-
     from sluice.torch.dcp import StorageReader, StorageWriter
 
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -161,9 +169,8 @@ def _dcp_rank(rank, world, init, uri, endpoint):
 
 
 def test_distributed_checkpoint_two_ranks_write_their_own_shards(server, prefix, tmp_path):
-    import torch.multiprocessing as mp
-
     import sluice
+    import torch.multiprocessing as mp
 
     uri = f"s3://{server.bucket}/{prefix}ckpt"
     init = f"file://{tmp_path / 'pg'}"

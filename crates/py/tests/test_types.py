@@ -4,7 +4,6 @@ keys (no more, no fewer) and values of the declared types."""
 import typing
 
 import pytest
-
 import sluice
 from sluice import LoaderStats, StatResult, WriteResult
 
@@ -12,7 +11,9 @@ from sluice import LoaderStats, StatResult, WriteResult
 def assert_shape(d, td):
     assert type(d) is dict
     assert set(d) == set(td.__annotations__), f"{td.__name__}: keys differ"
-    assert set(td.__annotations__) == td.__required_keys__, f"{td.__name__}: every key is always there"
+    assert set(td.__annotations__) == td.__required_keys__, (
+        f"{td.__name__}: every key is always there"
+    )
     for key, t in typing.get_type_hints(td).items():
         if typing.get_origin(t) is list:  # List[EndpointStats]: a list of such dicts
             assert isinstance(d[key], list), f"{td.__name__}[{key!r}] = {d[key]!r} is not a list"

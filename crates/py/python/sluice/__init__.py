@@ -12,7 +12,9 @@ stack from S3_BACKEND (hyper, awssdk or objectstore; default hyper).
 Importing sluice does not import torch; `sluice.torch` does.
 """
 
-from . import _native
+from . import _logging, _native
+from ._config import Config
+from ._io import ObjectReader, ObjectWriter, open
 from ._native import (
     Client,
     Dataset,
@@ -35,9 +37,6 @@ from ._native import (
     stat,
     writer,
 )
-from . import _logging
-from ._config import Config
-from ._io import ObjectReader, ObjectWriter, open
 from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteResult
 
 __all__ = [
@@ -93,5 +92,6 @@ def __getattr__(name: str) -> str:
         __version__ = _version()
         return __version__
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _logging.start()

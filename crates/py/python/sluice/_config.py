@@ -56,4 +56,3 @@ def _client(config: Config) -> Any:
     from ._native import Client
 
     return Client(config=config)
-

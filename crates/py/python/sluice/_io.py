@@ -250,4 +250,6 @@ def open(  # noqa: A001 - the name users expect, as in fsspec and smart_open
             f"mode: {mode!r}: an S3 object cannot be appended to, only rewritten whole; "
             "read it and write it back with 'wb'"
         )
-    raise ValueError(f"mode: {mode!r} is not supported; use 'rb', 'wb' or 'xb' (objects are binary)")
+    raise ValueError(
+        f"mode: {mode!r} is not supported; use 'rb', 'wb' or 'xb' (objects are binary)"
+    )

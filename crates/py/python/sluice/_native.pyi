@@ -85,12 +85,12 @@ class Object:
     def to_bytes(self) -> bytes: ...
     def memoryview(self) -> memoryview: ...
 
-
 @final
 class BytesView(Object):
     """s3dlio's name for a zero-copy result (``sluice.compat.s3dlio``): an ``Object``."""
 
 def bytes_view(obj: Object) -> BytesView: ...
+
 @final
 class ZstdEncoder:
     """Streamed zstd compression (one frame) for the s3dlio compat module's writers."""
@@ -194,7 +194,10 @@ class Dataset:
     def from_uris(uris: Sequence[str]) -> Dataset: ...
     @staticmethod
     def from_prefix(
-        uri: str, suffix: Optional[str] = None, client: Optional[Client] = None, config: Optional[Config] = None
+        uri: str,
+        suffix: Optional[str] = None,
+        client: Optional[Client] = None,
+        config: Optional[Config] = None,
     ) -> Dataset: ...
     @property
     def uris(self) -> List[str]: ...
@@ -292,7 +295,9 @@ class TestServer:
     def env(self, https: bool = False) -> Dict[str, str]: ...
     def insert(self, key: str, data: Any, bucket: Optional[str] = None) -> None: ...
     def fill(self, prefix: str, count: int, size: int) -> List[str]: ...
-    def inject(self, kind: str, count: int = 1, after_bytes: int = 0, seconds: float = 0.0) -> None: ...
+    def inject(
+        self, kind: str, count: int = 1, after_bytes: int = 0, seconds: float = 0.0
+    ) -> None: ...
     def clear_faults(self) -> None: ...
     def stop(self) -> None: ...
     def __enter__(self) -> TestServer: ...
@@ -318,10 +323,13 @@ def hostile_cases() -> List[Dict[str, Any]]: ...
 def pattern(key: str, length: int) -> bytes: ...
 def write_npz(arrays: Sequence[Tuple[str, str, Sequence[int], bytes]]) -> bytes:
     """An .npz as numpy.savez writes it, of (name, dtype descr, shape, C-order content)."""
+
 def random_npz(shape: Sequence[int], descr: str, itemsize: int, num_samples: int) -> bytes:
     """An .npz with ``x`` of ``shape`` incompressible bytes and ``y`` int64 zeros."""
+
 def set_runtime_threads(threads: int) -> bool:
     """I/O threads of this process; True if set before the runtime started."""
+
 def get(uri: str) -> Object: ...
 def get_range(
     uri: str, offset: int, length: Optional[int] = None, etag: Optional[str] = None
@@ -347,6 +355,7 @@ def parquet_row_groups(
     uri: str, footer_cap: int = 4194304, client: Optional[Client] = None
 ) -> List[Tuple[int, List[Tuple[int, int]]]]:
     """Every row group: (rows, [(offset, length) of each leaf column chunk])."""
+
 def parquet_get_rg(
     uri: str,
     rg_idx: int,
@@ -356,6 +365,7 @@ def parquet_get_rg(
     client: Optional[Client] = None,
 ) -> Object:
     """One row group as an Arrow IPC stream ("arrow") or its raw column-chunk bytes."""
+
 def parquet_cache_invalidate(uri: str) -> None: ...
 def parquet_cache_clear() -> None: ...
 def parquet_cache_len() -> int: ...

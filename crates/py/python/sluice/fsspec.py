@@ -48,7 +48,9 @@ class SluiceFileSystem(AbstractFileSystem):
     def __init__(self, config: Optional[sluice.Config] = None, **options: Any):
         settings = {k: options.pop(k) for k in list(options) if k in _CONFIG_FIELDS}
         if config is not None and settings:
-            raise ValueError(f"give config= or its fields ({', '.join(sorted(settings))}), not both")
+            raise ValueError(
+                f"give config= or its fields ({', '.join(sorted(settings))}), not both"
+            )
         super().__init__(**options)
         self.config = config if config is not None else sluice.Config(**settings)
         self._client: Optional[sluice.Client] = None
@@ -83,7 +85,13 @@ class SluiceFileSystem(AbstractFileSystem):
         name = e.uri[len("s3://") :].rstrip("/")
         if e.is_prefix:
             return {"name": name, "size": 0, "type": "directory"}
-        return {"name": name, "size": e.size, "type": "file", "etag": e.etag, "mtime": e.last_modified}
+        return {
+            "name": name,
+            "size": e.size,
+            "type": "file",
+            "etag": e.etag,
+            "mtime": e.last_modified,
+        }
 
     def ls(self, path: str, detail: bool = True, **kwargs: Any) -> List[Any]:
         path = self._strip_protocol(path)
@@ -98,7 +106,13 @@ class SluiceFileSystem(AbstractFileSystem):
         if "/" in path:
             try:
                 st = self.client.stat(self._uri(path))
-                return {"name": path, "size": st["size"], "type": "file", "etag": st["etag"], "mtime": st["last_modified"]}
+                return {
+                    "name": path,
+                    "size": st["size"],
+                    "type": "file",
+                    "etag": st["etag"],
+                    "mtime": st["last_modified"],
+                }
             except FileNotFoundError:
                 pass
         # A "directory": any key under path/; a bucket is one even when empty (listing a
@@ -110,12 +124,24 @@ class SluiceFileSystem(AbstractFileSystem):
             return {"name": path, "size": 0, "type": "directory"}
         raise FileNotFoundError(f"sluice://{path}: no such object or prefix")
 
-    def find(self, path: str, maxdepth: Optional[int] = None, withdirs: bool = False, detail: bool = False, **kwargs: Any):
+    def find(
+        self,
+        path: str,
+        maxdepth: Optional[int] = None,
+        withdirs: bool = False,
+        detail: bool = False,
+        **kwargs: Any,
+    ):
         if maxdepth is not None or withdirs:
             return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         path = self._strip_protocol(path)
         # One recursive listing rather than a walk, one request per directory.
-        found = {e["name"]: e for e in map(self._entry, self.client.list_objects(self._uri(path) + "/", recursive=True))}
+        found = {
+            e["name"]: e
+            for e in map(
+                self._entry, self.client.list_objects(self._uri(path) + "/", recursive=True)
+            )
+        }
         if not found:
             try:
                 info = self.info(path)
@@ -125,19 +151,32 @@ class SluiceFileSystem(AbstractFileSystem):
                 pass
         return found if detail else sorted(found)
 
-    def _open(self, path: str, mode: str = "rb", block_size: Any = None, autocommit: bool = True, **kwargs: Any):
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Any = None,
+        autocommit: bool = True,
+        **kwargs: Any,
+    ):
         if not autocommit:
-            raise NotImplementedError("sluice://: transactions (autocommit=False) are not supported")
+            raise NotImplementedError(
+                "sluice://: transactions (autocommit=False) are not supported"
+            )
         return sluice.open(self._uri(self._strip_protocol(path)), mode, client=self.client)
 
     def modified(self, path: str) -> datetime:
         """The object's Last-Modified (UTC); a prefix has none (``IsADirectoryError``)."""
         info = self.info(path)
         if info["type"] != "file" or info.get("mtime") is None:
-            raise IsADirectoryError(f"sluice://{self._strip_protocol(path)}: a prefix has no modification time")
+            raise IsADirectoryError(
+                f"sluice://{self._strip_protocol(path)}: a prefix has no modification time"
+            )
         return datetime.fromtimestamp(info["mtime"], tz=timezone.utc)
 
-    def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any) -> bytes:
+    def cat_file(
+        self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
+    ) -> bytes:
         uri = self._uri(self._strip_protocol(path))
         if start is None and end is None:
             return bytes(self.client.get(uri))
@@ -157,7 +196,10 @@ class SluiceFileSystem(AbstractFileSystem):
         ``mv``/``rename`` use."""
         src = self._uri(self._strip_protocol(path1))
         dst = self._uri(self._strip_protocol(path2))
-        with sluice.open(src, "rb", client=self.client) as r, sluice.open(dst, "wb", client=self.client) as w:
+        with (
+            sluice.open(src, "rb", client=self.client) as r,
+            sluice.open(dst, "wb", client=self.client) as w,
+        ):
             while chunk := r.read(32 << 20):
                 w.write(chunk)
 

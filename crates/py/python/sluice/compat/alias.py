@@ -77,9 +77,15 @@ def shared_memory_pool(root: str = SHM_ROOT) -> "str | None":
     staging, lock = None, None
     try:
         staging = tempfile.mkdtemp(prefix=f".{head}", dir=root)
-        lock = os.open(os.path.join(staging, "owner"), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        lock = os.open(
+            os.path.join(staging, "owner"),
+            os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+            0o600,
+        )
         fcntl.flock(lock, fcntl.LOCK_EX)
-        path = os.path.join(root, f"{head}{os.getpid()}-{os.path.basename(staging)[len(head) + 1 :]}")
+        path = os.path.join(
+            root, f"{head}{os.getpid()}-{os.path.basename(staging)[len(head) + 1 :]}"
+        )
         os.rename(staging, path)
     except OSError as e:
         if lock is not None:
@@ -177,7 +183,7 @@ def make_bin_dir(directory: str) -> str:
         f.write(
             "#!/bin/sh\n"
             "# DLIO with s3dlio served by sluice (written by sluice-dlio --make-bin-dir)\n"
-            f"exec {shlex.quote(sys.executable)} -m sluice.compat.alias -m dlio_benchmark.main \"$@\"\n"
+            f'exec {shlex.quote(sys.executable)} -m sluice.compat.alias -m dlio_benchmark.main "$@"\n'
         )
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path

@@ -30,17 +30,29 @@ S3DLIO_ENABLE_RANGE_OPTIMIZATION (0/false/no/off/disable(d) turn that off), S3DL
 from __future__ import annotations
 
 import bisect
-from builtins import open as builtins_open
 import fnmatch
 import functools
 import math
 import os
 import re
 import threading
-import zlib
 import time
+import zlib
+from builtins import open as builtins_open
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
 
 import sluice
 from sluice import _native
@@ -329,7 +341,9 @@ def put_bytes(uri: str, data: Any) -> None:
         want = memoryview(data).nbytes
         got = client.stat(uri)["size"]
         if got != want:
-            raise StorageError(f"{uri}: stored {got} bytes after a put of {want} (S3DLIO_PUT_VERIFY)")
+            raise StorageError(
+                f"{uri}: stored {got} bytes after a put of {want} (S3DLIO_PUT_VERIFY)"
+            )
 
 
 def put_bytes_async(uri: str, data: Any) -> Any:
@@ -370,7 +384,9 @@ def _split_prefix(uri: str) -> Tuple[str, str]:
     of a bare bucket) is that whole directory."""
     scheme, sep, rest = uri.partition("://")
     if not sep:
-        raise InvalidArgumentError(f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path")
+        raise InvalidArgumentError(
+            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
+        )
     if scheme == "s3" and "/" not in rest:
         return uri + "/", ""
     if scheme in ("file", "direct") and not rest.endswith("/") and os.path.isdir(rest):
@@ -383,7 +399,9 @@ def _regex(text: str, what: str) -> "re.Pattern[str]":
     try:
         return re.compile(text)
     except re.error as e:
-        raise InvalidArgumentError(f"{what} {text!r} is not a valid regular expression: {e}") from None
+        raise InvalidArgumentError(
+            f"{what} {text!r} is not a valid regular expression: {e}"
+        ) from None
 
 
 @_errors
@@ -395,11 +413,11 @@ def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> Li
     entries = _client().list(base, recursive)
     if tail:
         rx = _regex(tail, "the last part of the URI")
-        entries = [e for e in entries if e.endswith("/") or rx.search(e[len(base):])]
+        entries = [e for e in entries if e.endswith("/") or rx.search(e[len(base) :])]
     if pattern is not None:
         prx = _regex(pattern, "pattern")
         root = uri if uri.endswith("/") else uri + "/"
-        entries = [e for e in entries if prx.search(e[len(root):] if e.startswith(root) else e)]
+        entries = [e for e in entries if prx.search(e[len(root) :] if e.startswith(root) else e)]
     return sorted(entries)
 
 
@@ -423,7 +441,7 @@ def delete(uri: str, recursive: bool = False) -> None:
     for u in client.list(base if matches else uri, True):
         if u.endswith("/"):
             continue
-        rel = u[len(base):]
+        rel = u[len(base) :]
         # A glob matches within its directory, as in a shell: `*` does not cross `/`.
         if matches is None or ("/" not in rel and matches(rel, last)):
             client.delete(u)
@@ -486,7 +504,9 @@ def generate_npz_bytes(shape: Sequence[int], dtype: str = "<f4", num_samples: in
         raise InvalidArgumentError(f"num_samples must not be negative, got {num_samples}")
     m = re.fullmatch(r"([<>|=]?)([biufc])(\d+)", dtype)
     if m is None:
-        raise InvalidArgumentError(f"dtype {dtype!r} is not a numpy type string such as '<f4' or '|u1'")
+        raise InvalidArgumentError(
+            f"dtype {dtype!r} is not a numpy type string such as '<f4' or '|u1'"
+        )
     order, kind, size = m.groups()
     itemsize = int(size)
     descr = ("|" if itemsize == 1 else (order if order in "<>" and order else "<")) + kind + size
@@ -505,7 +525,9 @@ class PyDataset:
 
     @classmethod
     @_errors
-    def from_uris(cls, uris: Iterable[str], opts: Optional[Mapping[str, Any]] = None) -> "PyDataset":
+    def from_uris(
+        cls, uris: Iterable[str], opts: Optional[Mapping[str, Any]] = None
+    ) -> "PyDataset":
         return cls(sluice.Dataset.from_uris(_builtin_list(uris)), opts)
 
     @classmethod
@@ -614,7 +636,13 @@ class MultipartUploadWriter:
         self._init(f"s3://{bucket}/{key}", part_size, max_in_flight, abort_on_drop)
 
     @_errors
-    def _init(self, uri: str, part_size: Optional[int], max_in_flight: Optional[int], abort_on_drop: Optional[bool]) -> None:
+    def _init(
+        self,
+        uri: str,
+        part_size: Optional[int],
+        max_in_flight: Optional[int],
+        abort_on_drop: Optional[bool],
+    ) -> None:
         part_size = 16 * _MIB if part_size is None else part_size
         if max_in_flight is None:
             max_in_flight = max(32, math.ceil(512 * _MIB / max(part_size, 1)))
@@ -652,7 +680,9 @@ class MultipartUploadWriter:
     def reserve(self, size: int) -> memoryview:
         """A writable buffer of ``size`` bytes to fill; ``commit(n)`` then writes its first n."""
         if self._reserved is not None:
-            raise RuntimeError("reserve() called while a previous buffer is pending; commit() it first")
+            raise RuntimeError(
+                "reserve() called while a previous buffer is pending; commit() it first"
+            )
         self._reserved = bytearray(size)
         return memoryview(self._reserved)
 
@@ -660,7 +690,9 @@ class MultipartUploadWriter:
         if self._reserved is None:
             raise RuntimeError("no pending buffer; call reserve() first")
         if nbytes > len(self._reserved):
-            raise ValueError(f"commit({nbytes}) is more than the {len(self._reserved)} bytes reserved")
+            raise ValueError(
+                f"commit({nbytes}) is more than the {len(self._reserved)} bytes reserved"
+            )
         buf, self._reserved = self._reserved, None
         self.write(memoryview(buf)[:nbytes])
 
@@ -716,7 +748,9 @@ class PyWriterOptions:
         self.buffer_size = size
         return self
 
-    def with_compression(self, compression_type: str, level: Optional[int] = None) -> "PyWriterOptions":
+    def with_compression(
+        self, compression_type: str, level: Optional[int] = None
+    ) -> "PyWriterOptions":
         kind = compression_type.lower()
         if kind == "none":
             self.compression = None
@@ -727,7 +761,9 @@ class PyWriterOptions:
             except ValueError as e:
                 raise InvalidArgumentError(str(e)) from None
         else:
-            raise InvalidArgumentError(f"Unsupported compression type: {compression_type} (zstd or none)")
+            raise InvalidArgumentError(
+                f"Unsupported compression type: {compression_type} (zstd or none)"
+            )
         return self
 
 
@@ -736,7 +772,9 @@ class PyObjectWriter:
     ``finalize()`` → (bytes_written, compressed_bytes)."""
 
     def __init__(self, uri: str, compression: Optional[int] = None):
-        if compression is not None and (uri.startswith(("file://", "direct://")) or not uri.endswith(".zst")):
+        if compression is not None and (
+            uri.startswith(("file://", "direct://")) or not uri.endswith(".zst")
+        ):
             uri += ".zst"
         self._uri = uri
         self._zstd = None if compression is None else _native.ZstdEncoder(compression)
@@ -783,7 +821,9 @@ class PyObjectWriter:
         self._writer.abort()
 
 
-def _writer_for(uri: str, options: Optional[PyWriterOptions], schemes: Tuple[str, ...], what: str) -> PyObjectWriter:
+def _writer_for(
+    uri: str, options: Optional[PyWriterOptions], schemes: Tuple[str, ...], what: str
+) -> PyObjectWriter:
     if not uri.startswith(schemes):
         raise InvalidArgumentError(f"{what} needs a {' or '.join(schemes)} URI, got {uri!r}")
     return PyObjectWriter(uri, None if options is None else options.compression)
@@ -800,7 +840,9 @@ def create_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None
 
 
 @_errors
-def create_direct_filesystem_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
+def create_direct_filesystem_writer(
+    uri: str, options: Optional[PyWriterOptions] = None
+) -> PyObjectWriter:
     return _writer_for(uri, options, ("direct://",), "create_direct_filesystem_writer")
 
 
@@ -830,9 +872,13 @@ class MultiEndpointStore:
         uris = [u.strip() for u in uris if u and u.strip()]
         strategy = strategy or "round_robin"
         if strategy not in _STRATEGIES:
-            raise InvalidArgumentError(f"Invalid strategy '{strategy}'. Use 'round_robin' or 'least_connections'")
+            raise InvalidArgumentError(
+                f"Invalid strategy '{strategy}'. Use 'round_robin' or 'least_connections'"
+            )
         if not uris:
-            raise InvalidArgumentError("Failed to create multi-endpoint store: requires at least one endpoint")
+            raise InvalidArgumentError(
+                "Failed to create multi-endpoint store: requires at least one endpoint"
+            )
         if len(uris) > _MAX_ENDPOINTS:
             raise InvalidArgumentError(
                 f"Failed to create multi-endpoint store: {len(uris)} endpoints exceed the maximum of {_MAX_ENDPOINTS}"
@@ -848,7 +894,10 @@ class MultiEndpointStore:
         self._local = all(u.startswith(("file://", "direct://")) for u in uris)
         if self._local:
             self._roots = [u.rstrip("/") for u in uris]
-            self._counts = [{"requests": 0, "bytes_read": 0, "bytes_written": 0, "failures": 0, "in_flight": 0} for _ in uris]
+            self._counts = [
+                {"requests": 0, "bytes_read": 0, "bytes_written": 0, "failures": 0, "in_flight": 0}
+                for _ in uris
+            ]
             self._lock = threading.Lock()
             self._kwargs = {}
             return
@@ -967,7 +1016,9 @@ class MultiEndpointStore:
         return self._strategy
 
 
-def create_multi_endpoint_store(uris: Sequence[str], strategy: Optional[str] = None) -> MultiEndpointStore:
+def create_multi_endpoint_store(
+    uris: Sequence[str], strategy: Optional[str] = None
+) -> MultiEndpointStore:
     """A store over several endpoints of one storage system (see `MultiEndpointStore`)."""
     return MultiEndpointStore(uris, strategy)
 
@@ -983,30 +1034,42 @@ def _expand_template(template: str) -> List[str]:
         return [template]
     start, end = int(m.group(1)), int(m.group(2))
     if start > end:
-        raise InvalidArgumentError(f"Template expansion failed: Invalid range: start ({start}) > end ({end})")
+        raise InvalidArgumentError(
+            f"Template expansion failed: Invalid range: start ({start}) > end ({end})"
+        )
     head, tail = template[: m.start()], template[m.end() :]
     return [head + str(n) + rest for n in range(start, end + 1) for rest in _expand_template(tail)]
 
 
-def create_multi_endpoint_store_from_template(uri_template: str, strategy: Optional[str] = None) -> MultiEndpointStore:
+def create_multi_endpoint_store_from_template(
+    uri_template: str, strategy: Optional[str] = None
+) -> MultiEndpointStore:
     """Endpoints from a template such as ``http://10.0.0.{1...4}:9000`` (see `MultiEndpointStore`)."""
     uris = _expand_template(uri_template)
     bad = [u for u in uris if "://" not in u]
     if bad:
-        raise InvalidArgumentError(f"Template expansion failed: {bad[0]!r} is not a URI (scheme://...)")
+        raise InvalidArgumentError(
+            f"Template expansion failed: {bad[0]!r} is not a URI (scheme://...)"
+        )
     return MultiEndpointStore(uris, strategy)
 
 
-def create_multi_endpoint_store_from_file(file_path: str, strategy: Optional[str] = None) -> MultiEndpointStore:
+def create_multi_endpoint_store_from_file(
+    file_path: str, strategy: Optional[str] = None
+) -> MultiEndpointStore:
     """Endpoints from a file: one URI per line; blank lines and lines starting with ``#`` skipped."""
     try:
         with builtins_open(file_path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as e:
-        raise InvalidArgumentError(f"Failed to load URIs from file: Failed to read URI file: {file_path}: {e}") from e
+        raise InvalidArgumentError(
+            f"Failed to load URIs from file: Failed to read URI file: {file_path}: {e}"
+        ) from e
     uris = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     if not uris:
-        raise InvalidArgumentError(f"Failed to load URIs from file: No URIs found in file: {file_path}")
+        raise InvalidArgumentError(
+            f"Failed to load URIs from file: No URIs found in file: {file_path}"
+        )
     return MultiEndpointStore(uris, strategy)
 
 
@@ -1020,7 +1083,9 @@ def create_multi_endpoint_store_from_env(strategy: Optional[str] = None) -> Mult
 
 
 def create_azure_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
-    raise InvalidArgumentError(f"{uri!r}: Azure is not supported by sluice (s3://, file://, direct:// are)")
+    raise InvalidArgumentError(
+        f"{uri!r}: Azure is not supported by sluice (s3://, file://, direct:// are)"
+    )
 
 
 # --- parquet (DLIO's dlrm workload)
@@ -1069,7 +1134,9 @@ def generate_and_write_parquet_schema_streaming(
 ) -> None:
     """A parquet file of float32 columns (``(name, 1)`` scalar, ``(name, n)`` a list of n)
     with random values, uploaded row group by row group."""
-    _native.parquet_write_random(uri, [(str(n), int(w)) for n, w in columns], rows_per_rg, num_row_groups, client=_client())
+    _native.parquet_write_random(
+        uri, [(str(n), int(w)) for n, w in columns], rows_per_rg, num_row_groups, client=_client()
+    )
 
 
 class PyParquetIndex:
@@ -1087,7 +1154,9 @@ class PyParquetIndex:
         groups = _native.parquet_row_groups(uri, self._footer_cap, client=_client())
         starts, ranges = [0], []
         for rows, chunks in groups:
-            picked = chunks if self._cols is None else [chunks[i] for i in self._cols if i < len(chunks)]
+            picked = (
+                chunks if self._cols is None else [chunks[i] for i in self._cols if i < len(chunks)]
+            )
             lo = min((o for o, _ in picked), default=0)
             hi = max((o + n for o, n in picked), default=0)
             ranges.append((lo, hi - lo))
@@ -1123,7 +1192,9 @@ class PyParquetIndex:
     def rg_range(self, uri: str, rg_idx: int) -> Tuple[int, int]:
         _, ranges = self._entry(uri)
         if not 0 <= rg_idx < len(ranges):
-            raise RuntimeError(f"rg_idx {rg_idx} out of range for '{uri}' ({len(ranges)} row groups)")
+            raise RuntimeError(
+                f"rg_idx {rg_idx} out of range for '{uri}' ({len(ranges)} row groups)"
+            )
         return ranges[rg_idx]
 
     def rg_lookup(self, uri: str, sample_idx: int) -> Tuple[int, int, int]:

@@ -56,7 +56,9 @@ class S3IterableDataset(torch.utils.data.IterableDataset):
         return cls(sluice.Dataset.from_uris(list(uris)), **kwargs)
 
     @classmethod
-    def from_prefix(cls, uri: str, suffix: Optional[str] = None, **kwargs: Any) -> "S3IterableDataset":
+    def from_prefix(
+        cls, uri: str, suffix: Optional[str] = None, **kwargs: Any
+    ) -> "S3IterableDataset":
         """Lists once, here (through ``config=`` when given); workers receive the listing,
         not a new request."""
         return cls(sluice.Dataset.from_prefix(uri, suffix, config=kwargs.get("config")), **kwargs)
@@ -139,7 +141,9 @@ def save(obj: Any, uri: str, client: Optional[sluice.Client] = None, **kwargs: A
         torch.save(obj, f, **kwargs)
 
 
-def load(uri: str, map_location: Any = None, client: Optional[sluice.Client] = None, **kwargs: Any) -> Any:
+def load(
+    uri: str, map_location: Any = None, client: Optional[sluice.Client] = None, **kwargs: Any
+) -> Any:
     """``torch.load`` from the object `uri`, read with ranged GETs of one version of it.
     `map_location` and `kwargs` (``weights_only``, ...) go to ``torch.load``."""
     with sluice.open(uri, "rb", client=client) as f:

@@ -31,7 +31,9 @@ def _path(uri: str) -> str:
         return "sluice://" + uri[len("s3://") :]
     if uri.startswith("sluice://"):
         return uri
-    raise ValueError(f"{uri!r}: a checkpoint location is s3://bucket/prefix (or sluice://bucket/prefix)")
+    raise ValueError(
+        f"{uri!r}: a checkpoint location is s3://bucket/prefix (or sluice://bucket/prefix)"
+    )
 
 
 class StorageWriter(FsspecWriter):
