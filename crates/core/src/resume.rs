@@ -3,8 +3,7 @@
 //! `If-Match` on its ETag. Every backend's `get_into` goes through `get_with_resume`.
 
 use crate::error::{Error, Result, TimeoutPhase};
-use crate::object::same_etag;
-use crate::object::{GetInfo, GetOptions, MAX_OBJECT_SIZE};
+use crate::object::{GetInfo, GetOptions, MAX_OBJECT_SIZE, same_etag};
 use crate::range::ByteRange;
 use crate::retry::RetryPolicy;
 use crate::segment::Segment;

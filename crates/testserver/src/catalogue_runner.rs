@@ -7,9 +7,9 @@ use crate::hostile_cases::{
     ACCESS_KEY, BUCKET, Case, Expect, KEY, Op, PREFIX, SECRET_KEY, SESSION_TOKEN, catalogue,
 };
 use futures::TryStreamExt;
-use sluice_core::ErrorKind;
 use sluice_core::{
-    ByteRange, CredentialsCache, Error, ObjectStore, ObjectUri, RetryPolicy, StoreConfig, Timeouts,
+    ByteRange, CredentialsCache, Error, ErrorKind, ObjectStore, ObjectUri, RetryPolicy,
+    StoreConfig, Timeouts,
 };
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The bad-input catalogue: what a broken gateway, a wrong proxy or an attacker on the path
-//! may answer, as scripts for the [`HostileServer`](crate::hostile::HostileServer), each with what a client must make of it
-//! — the right bytes, or a specific error — within its timeouts, without a panic, and
-//! without a secret in the message. Every backend runs every case (`run_catalogue`); the
+//! may answer, as scripts for the [`HostileServer`](crate::hostile::HostileServer), each
+//! with what a client must make of it — the right bytes, or a specific error — within its
+//! timeouts, without a panic, and without a secret in the message. Every backend runs every case (`run_catalogue`); the
 //! CLI and the Python tests run them through their own front ends.
 
 use crate::hostile::{Reply, Seen};
