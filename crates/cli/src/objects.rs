@@ -84,9 +84,10 @@ pub struct GetArgs {
     /// Object URIs, or prefixes (ending in `/`) to read everything under
     #[arg(required = true)]
     uris: Vec<String>,
-    /// GETs in flight (ranges of large objects, small objects whole)
-    #[arg(short = 'j', long, default_value_t = 16)]
-    jobs: usize,
+    /// GETs in flight (ranges of large objects, small objects whole), fixed [default: found
+    /// at run time: as many as the store answers faster with, within --memory-budget]
+    #[arg(short = 'j', long, value_parser = clap::value_parser!(u64).range(1..))]
+    jobs: Option<u64>,
     /// Bytes in flight: fewer GETs than -j when -j pieces would not fit; "off": only -j
     /// bounds them. Objects at or above --range-threshold are never whole in memory: ranges
     /// are counted, checked or written at their offset as they arrive
@@ -205,18 +206,27 @@ fn plan_output(
 
 pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let uris: Vec<&str> = a.uris.iter().map(String::as_str).collect();
-    let store = a.store.open_for(&uris).await?;
+    let mut cfg = a.store.config_for(&uris).await?;
+    // A number given is the number sent: the client's controller is off (`congestion`).
+    let jobs = a.jobs.map(|j| usize::try_from(j).unwrap_or(usize::MAX));
+    if let Some(j) = jobs {
+        cfg.max_connections = j;
+        cfg.concurrency = sluice_core::congestion::Concurrency::Fixed;
+    }
+    let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let (dataset, paths) = expand(store.as_ref(), &a.uris).await?;
     let (dataset, files, refused) = match &a.out {
         Some(dir) => plan_output(&dataset, &paths, dir),
         None => (dataset, HashMap::new(), 0),
     };
-    let mut objects = sized(store.as_ref(), &dataset, a.jobs).await?;
+    // Otherwise as many as could ever be sent; the controller sends what pays.
+    let jobs = jobs.unwrap_or(sluice_loader::FOLLOW_MAX);
+    let mut objects = sized(store.as_ref(), &dataset, jobs).await?;
     for o in &mut objects {
         o.file = files.get(&o.uri).cloned();
     }
     let plan = stream::Plan {
-        jobs: a.jobs,
+        jobs,
         range_threshold: a.range_threshold,
         chunk_size: a.chunk_size,
         verify: a.verify,

@@ -147,6 +147,7 @@ pub async fn pass(
             errors: 0,
             latency_p50: q(0.5),
             latency_p99: q(0.99),
+            window: plan.jobs,
             batch_gap_p50: Duration::ZERO,
             batch_gap_max: Duration::ZERO,
         },

@@ -16,9 +16,10 @@
 //! | attempts | `SLUICE_MAX_ATTEMPTS`, `AWS_MAX_ATTEMPTS` | 10 |
 //! | multipart threshold / part size | `SLUICE_MULTIPART_THRESHOLD`, `SLUICE_MULTIPART_PART_SIZE` (bytes, or `16MiB`) | 16 MiB / 16 MiB |
 //! | HTTP/2 | `SLUICE_HTTP2=1` | HTTP/1.1 |
-//! | connections | `SLUICE_MAX_CONNECTIONS` | 64 |
+//! | requests in flight | `SLUICE_MAX_CONNECTIONS` (fixes the number) | found at run time, 16 up to 256 (`congestion`) |
 //! | checksums | `AWS_REQUEST_CHECKSUM_CALCULATION`, `AWS_RESPONSE_CHECKSUM_VALIDATION` (`when_supported` \| `when_required`) | upload `when_supported` (hyper, awssdk), download `when_required` |
 
+use crate::congestion::Concurrency;
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
@@ -100,8 +101,11 @@ pub struct StoreConfig {
     /// the backend's `direct` module for why and what it covers).
     pub direct_get: bool,
     /// Upper bound on open connections (and so on requests in flight) per client
-    /// (`SLUICE_MAX_CONNECTIONS`, default 64).
+    /// (`SLUICE_MAX_CONNECTIONS`, default `DEFAULT_MAX_CONNECTIONS`).
     pub max_connections: usize,
+    /// Whether requests in flight are found at run time up to `max_connections` (the
+    /// default) or held at it (`SLUICE_MAX_CONNECTIONS` set): see `congestion`.
+    pub concurrency: Concurrency,
     /// End-to-end checksums: on upload by default, on download off (see [`Checksums`]).
     pub checksums: Checksums,
     /// Set on the configuration of a wire built for a redirect's target: every address a
@@ -144,6 +148,11 @@ impl Default for Checksums {
 /// The region when neither the environment (`AWS_REGION`, `AWS_DEFAULT_REGION`) nor the
 /// `AWS_PROFILE` profile names one.
 pub const DEFAULT_REGION: &str = "us-east-1";
+/// The most requests in flight the controller may reach (`congestion`): S3's 5,500 GETs/s
+/// per prefix at its ~40 ms mean first-byte latency is ~220 in flight (Little's law). It
+/// opens a connection only for a request it sends, so a store that saturates at 16 never
+/// sees more.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// S3's smallest allowed part (except the last) is 5 MiB; 16 MiB keeps a 140 MiB object to
 /// nine parts while each part still streams at full speed.
 pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 16 * 1024 * 1024;
@@ -173,7 +182,8 @@ impl StoreConfig {
             http2: false,
             direct_get: true,
             refuse_metadata_addresses: false,
-            max_connections: 64,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            concurrency: Concurrency::Adaptive,
             checksums: Checksums::default(),
         }
     }
@@ -328,6 +338,7 @@ impl StoreConfig {
                 .ok_or("a positive integer")
         })? {
             cfg.max_connections = n;
+            cfg.concurrency = Concurrency::Fixed;
         }
         if let Some(b) = parse_opt(&get, "AWS_REQUEST_CHECKSUM_CALCULATION", parse_when)? {
             cfg.checksums.on_upload = b;

@@ -1,104 +1,223 @@
-//! Requests in flight per client, adapted to what the store says: the client's share of a
-//! store's request rate, found at run time, as TCP finds its share of a link.
+//! Requests in flight per client, found at run time: as many as the store answers faster
+//! with, fewer while it asks for fewer — the client's share of a store, found as TCP finds its
+//! share of a link.
 //!
-//! A throttling store (S3 answers `503 SlowDown` above a partition's rate) is a shared
-//! resource: every request a client sends while the store is refusing costs the store and
-//! the client and delivers nothing. Retrying each request on its own (full-jitter backoff per
-//! request) does not slow a client with 16 requests in flight: the other 15 keep arriving.
-//! So one `Congestion` per client (per [`S3Store`](crate::S3Store), shared by its clones) decides how many
-//! requests may be in flight, by one rule, AIMD:
+//! The rate of a client is requests in flight ÷ latency (Little's law). With 30 ms to the
+//! first byte a fixed 16 in flight gives ~500 objects/s however fast the code is; on a
+//! loopback server answering in microseconds, 16 already saturate a core and more only add
+//! memory and queueing. The right number depends on the store, so one `Congestion` per
+//! client (per [`S3Store`](crate::S3Store), shared by its clones: the Loader, `get_many`,
+//! `sluice get/cp`, multipart parts and the compat module all send through it) sets it, by
+//! one rule — **probe on rate, AIMD on throttles**:
 //!
-//! - **additive increase**: each answered request raises the limit by `1 / limit`, i.e. by
-//!   one request per limit's worth of answers, up to `max_connections`;
-//! - **multiplicative decrease**: a throttle (`Error::is_throttle`: 503, 429, `SlowDown`)
-//!   multiplies it by 0.7 (the factor of CUBIC and of the AWS SDKs' adaptive mode), down to
-//!   one request — unless the refused request was sent before the last cut: requests sent
-//!   under the old limit say nothing about the new one (TCP's rule of one cut per window);
+//! - **slow start** ([`Concurrency::Adaptive`], the default): the limit starts at
+//!   [`ADAPTIVE_START`] and doubles after each measured round (a round: `limit` answers to
+//!   let the new requests settle, then `4 × limit` answers counted) whose answer rate rose
+//!   by at least a quarter over the round before. A store that is latency-bound answers a
+//!   doubling with about twice the rate; one that is saturated (its CPU, the link, the
+//!   client's own core) with the same rate, so the first doubling that does not pay is
+//!   undone and the controller holds. Rounds in which the client never had `limit`
+//!   requests waiting say nothing about the limit (the application asked for fewer) and are
+//!   not judged.
+//! - **hold and probe**: after [`PROBE_EVERY`] rounds at the limit, it tries a quarter more
+//!   and keeps it only if the rate rose by a tenth. A rate below half the held one means the
+//!   store's latency rose: slow start again from the limit; above twice, that it fell: slow
+//!   start again from [`ADAPTIVE_START`], as fewer may do.
+//! - **multiplicative decrease**: a throttle (`Error::is_throttle`: 503, 429, `SlowDown`),
+//!   a timeout or a transport failure multiplies the limit by 0.7 (the factor of CUBIC and
+//!   of the AWS SDKs' adaptive mode), down to one request — unless the failed request was
+//!   sent before the last cut: requests sent under the old limit say nothing about the new
+//!   one (TCP's rule of one cut per window);
+//! - **additive increase**: after a cut, each answer raises the limit by `1 / limit` (one
+//!   request per limit's worth of answers) back to where it was cut — the throttling
+//!   store's ceiling, probed again later;
 //! - **gate**: once the limit is down to one request, a throttle also holds every new
 //!   request of the client for a full-jitter backoff that doubles with each throttle in a row
 //!   (the retry policy's base and cap) and resets on the first answer: below one request in
 //!   flight, the gate is what slows a client further.
 //!
-//! The limit starts at `max_connections`: a store that never throttles sees exactly the
-//! fixed bound it always had. Other errors (404, resets, timeouts) change nothing: they say
-//! nothing about load, and a dead endpoint is `spread`'s business.
+//! The limit never exceeds `max_connections` (default 256; the memory budget bounds what
+//! the loader asks for). [`Concurrency::Fixed`] (what `SLUICE_MAX_CONNECTIONS` sets) starts
+//! at `max_connections` and never probes: a user's number wins, cut only while the store
+//! throttles. Not-found, refusals and other answers change nothing: they say nothing about
+//! load.
+//!
+//! The limit is a semaphore's permits, so a freed place wakes one waiter, not all of them:
+//! a cut forgets idle permits and owes the rest, paid as requests in flight return theirs.
 
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::retry::RetryPolicy;
 use std::sync::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 /// The multiplicative decrease.
 const BETA: f64 = 0.7;
+/// Where an adaptive limit starts: the loader's fixed window before the controller, which
+/// saturates one core against a loopback server (docs/benchmarks.md).
+pub const ADAPTIVE_START: usize = 16;
+/// Measured rounds at a held limit before it tries a quarter more.
+pub const PROBE_EVERY: u32 = 8;
+/// Rate a doubling must bring to be kept: a latency-bound store answers about 2×; a round
+/// of `4 × limit` answers varies by ~10% on a store with S3's latency spread.
+const SLOW_START_GAIN: f64 = 1.25;
+/// Rate a quarter more must bring to be kept.
+const PROBE_GAIN: f64 = 1.10;
+/// A held limit whose rate falls below this share of the held rate starts over.
+const CHANGED: f64 = 0.5;
+/// Fewest answers counted in a round, so a small limit's rate is not one request's luck.
+const MIN_ROUND: u64 = 32;
 
-/// The AIMD controller of one client (module docs).
+/// How a client's requests in flight are set (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Concurrency {
+    /// Found at run time, from [`ADAPTIVE_START`] up to `max_connections`.
+    #[default]
+    Adaptive,
+    /// `max_connections`, cut only while the store throttles.
+    Fixed,
+}
+
+/// Where the adaptive search is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Doubling while the rate follows; `base`: the limit before and its rate.
+    SlowStart { base: Option<(f64, f64)> },
+    /// At a limit that paid; `rounds` measured there, at `rate` answers/s.
+    Hold { rounds: u32, rate: f64 },
+    /// Trying more than `from`, which answered at `rate`.
+    Probe { from: f64, rate: f64 },
+}
+
+/// The answers of the round being measured.
 #[derive(Debug)]
-pub struct Congestion {
-    max: usize,
-    policy: RetryPolicy,
-    state: Mutex<State>,
-    changed: Notify,
+struct Round {
+    /// Answers still to pass before counting starts (the new limit settling).
+    settle: u64,
+    started: Instant,
+    answers: u64,
+    /// The client had as many requests as the limit allows, at some point of the round.
+    limited: bool,
+}
+
+impl Round {
+    fn new(limit: usize) -> Self {
+        Self {
+            settle: limit as u64,
+            started: Instant::now(),
+            answers: 0,
+            limited: false,
+        }
+    }
 }
 
 #[derive(Debug)]
 struct State {
     limit: f64,
+    /// Where additive increase stops: `max` when fixed; the limit the search chose, or the
+    /// one a throttle cut, when adaptive.
+    ceiling: f64,
+    /// Permits in circulation, and those owed back (a cut below what is in use).
+    issued: usize,
+    debt: usize,
     in_flight: usize,
     last_cut: Option<Instant>,
     throttles_in_a_row: u32,
     gate: Option<Instant>,
     throttled: u64,
     cuts: u64,
+    phase: Phase,
+    round: Round,
+    /// Answers per second of the last round judged.
+    rate: f64,
 }
 
 impl State {
     fn allowed(&self, max: usize) -> usize {
         (self.limit as usize).clamp(1, max)
     }
+
+    fn set_limit(&mut self, limit: f64, max: usize) {
+        self.limit = limit.clamp(1.0, max as f64);
+        self.round = Round::new(self.allowed(max));
+    }
 }
 
 /// How an attempt ended, as far as the controller cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
-    /// The store answered: grow.
+    /// The store answered: count it, grow.
     Answered,
     /// The store asked for fewer requests: cut, and pause at one.
     Throttled,
-    /// Another failure, or the caller gave up: nothing said about load.
+    /// The request timed out or its connection failed: cut.
+    Failed,
+    /// Another answer, or the caller gave up: nothing said about load.
     Other,
 }
 
 /// What the controller has done so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CongestionStats {
     /// Requests allowed in flight now.
     pub limit: usize,
     /// The bound it never exceeds (`max_connections`).
     pub max: usize,
+    /// Whether the limit is searched for ([`Concurrency::Adaptive`]) or set.
+    pub adaptive: bool,
+    /// Answers per second in the last round judged (0 before the first).
+    pub rate: f64,
     /// Answers that asked the client to slow down.
     pub throttled: u64,
     /// Times the limit was cut.
     pub cuts: u64,
 }
 
+/// The controller of one client (module docs).
+#[derive(Debug)]
+pub struct Congestion {
+    max: usize,
+    mode: Concurrency,
+    policy: RetryPolicy,
+    permits: Semaphore,
+    state: Mutex<State>,
+}
+
 impl Congestion {
-    /// At most `max` requests in flight (at least one); the gate's backoff follows `policy`.
-    pub fn new(max: usize, policy: RetryPolicy) -> Self {
+    /// At most `max` requests in flight (at least one), found at run time or fixed (`mode`);
+    /// the gate's backoff follows `policy`.
+    pub fn new(max: usize, mode: Concurrency, policy: RetryPolicy) -> Self {
         let max = max.max(1);
+        let (start, phase) = match mode {
+            Concurrency::Adaptive => (ADAPTIVE_START.min(max), Phase::SlowStart { base: None }),
+            Concurrency::Fixed => (
+                max,
+                Phase::Hold {
+                    rounds: 0,
+                    rate: 0.0,
+                },
+            ),
+        };
         Self {
             max,
+            mode,
             policy,
+            permits: Semaphore::new(start),
             state: Mutex::new(State {
-                limit: max as f64,
+                limit: start as f64,
+                ceiling: start as f64,
+                issued: start,
+                debt: 0,
                 in_flight: 0,
                 last_cut: None,
                 throttles_in_a_row: 0,
                 gate: None,
                 throttled: 0,
                 cuts: 0,
+                phase,
+                round: Round::new(start),
+                rate: 0.0,
             }),
-            changed: Notify::new(),
         }
     }
 
@@ -106,30 +225,27 @@ impl Congestion {
     /// flight.
     pub async fn acquire(&self) -> Permit<'_> {
         loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let gate = {
-                let mut s = self.state.lock().unwrap();
-                match s.gate {
-                    Some(g) if g > Instant::now() => Some(g),
-                    _ => {
-                        if s.in_flight < s.allowed(self.max) {
-                            s.in_flight += 1;
-                            return Permit {
-                                owner: self,
-                                sent: Instant::now(),
-                                recorded: false,
-                            };
-                        }
-                        None
-                    }
-                }
-            };
-            match gate {
-                Some(until) => tokio::time::sleep_until(until).await,
-                None => notified.await,
+            let gate = self.state.lock().unwrap().gate;
+            if let Some(until) = gate.filter(|g| *g > Instant::now()) {
+                tokio::time::sleep_until(until).await;
+                continue;
             }
+            let (permit, waited) = match self.permits.try_acquire() {
+                Ok(p) => (p, false),
+                Err(_) => (self.permits.acquire().await.expect("never closed"), true),
+            };
+            let mut s = self.state.lock().unwrap();
+            if s.gate.is_some_and(|g| g > Instant::now()) {
+                // Closed while this request waited: it waits for the gate too.
+                continue;
+            }
+            s.in_flight += 1;
+            s.round.limited |= waited || self.permits.available_permits() == 0;
+            return Permit {
+                owner: self,
+                permit: Some(permit),
+                sent: Instant::now(),
+            };
         }
     }
 
@@ -139,38 +255,163 @@ impl Congestion {
         CongestionStats {
             limit: s.allowed(self.max),
             max: self.max,
+            adaptive: self.mode == Concurrency::Adaptive,
+            rate: s.rate,
             throttled: s.throttled,
             cuts: s.cuts,
         }
     }
 
-    fn record(&self, sent: Instant, outcome: Outcome) {
+    fn record(&self, permit: SemaphorePermit<'_>, sent: Instant, outcome: Outcome) {
         let mut s = self.state.lock().unwrap();
         s.in_flight -= 1;
+        let before = s.allowed(self.max);
         let now = Instant::now();
-        if outcome == Outcome::Throttled {
-            s.throttled += 1;
-            s.throttles_in_a_row += 1;
-            if s.limit <= 1.0 {
-                let wait = self.policy.backoff(s.throttles_in_a_row - 1);
-                s.gate = s.gate.max(Some(now + wait));
+        match outcome {
+            Outcome::Throttled | Outcome::Failed => {
+                if outcome == Outcome::Throttled {
+                    s.throttled += 1;
+                    s.throttles_in_a_row += 1;
+                    if s.limit <= 1.0 {
+                        let wait = self.policy.backoff(s.throttles_in_a_row - 1);
+                        s.gate = s.gate.max(Some(now + wait));
+                    }
+                }
+                if s.last_cut.is_none_or(|cut| sent > cut) {
+                    if self.mode == Concurrency::Adaptive {
+                        s.ceiling = s.limit;
+                        s.phase = Phase::Hold {
+                            rounds: 0,
+                            rate: s.rate,
+                        };
+                    }
+                    let cut = s.limit * BETA;
+                    s.set_limit(cut, self.max);
+                    s.last_cut = Some(now);
+                    s.cuts += 1;
+                }
             }
-            if s.last_cut.is_none_or(|cut| sent > cut) {
-                s.limit = (s.limit * BETA).max(1.0);
-                s.last_cut = Some(now);
-                s.cuts += 1;
-                tracing::debug!(
-                    limit = s.allowed(self.max),
-                    "throttled: requests in flight cut"
-                );
+            Outcome::Answered => {
+                s.throttles_in_a_row = 0;
+                s.gate = None;
+                if s.limit < s.ceiling {
+                    s.limit = (s.limit + 1.0 / s.limit).min(s.ceiling);
+                } else if self.mode == Concurrency::Adaptive {
+                    self.count_answer(&mut s, now);
+                }
             }
-        } else if outcome == Outcome::Answered {
-            s.throttles_in_a_row = 0;
-            s.gate = None;
-            s.limit = (s.limit + 1.0 / s.limit).min(self.max as f64);
+            Outcome::Other => {}
         }
-        drop(s);
-        self.changed.notify_waiters();
+        let after = s.allowed(self.max);
+        if after != before {
+            tracing::debug!(
+                limit = after,
+                rate = s.rate,
+                "requests in flight: {before} -> {after}"
+            );
+        }
+        self.resize(&mut s, after);
+        if s.debt > 0 {
+            s.debt -= 1;
+            permit.forget();
+        }
+    }
+
+    /// Counts one answer to the round; at the round's end, judges the limit (module docs).
+    fn count_answer(&self, s: &mut State, now: Instant) {
+        if s.round.settle > 0 {
+            s.round.settle -= 1;
+            if s.round.settle == 0 {
+                s.round.started = now;
+                s.round.limited = false;
+            }
+            return;
+        }
+        s.round.answers += 1;
+        let limit = s.allowed(self.max);
+        if s.round.answers < (4 * limit as u64).max(MIN_ROUND) {
+            return;
+        }
+        let secs = now.duration_since(s.round.started).as_secs_f64().max(1e-6);
+        let rate = s.round.answers as f64 / secs;
+        let limited = s.round.limited;
+        s.round = Round::new(0);
+        if !limited {
+            return;
+        }
+        s.rate = rate;
+        let max = self.max as f64;
+        let (next, phase) = match s.phase {
+            Phase::SlowStart {
+                base: Some((from, was)),
+            } if rate < was * SLOW_START_GAIN => (
+                from,
+                Phase::Hold {
+                    rounds: 0,
+                    rate: was,
+                },
+            ),
+            Phase::SlowStart { .. } if s.limit >= max => (s.limit, Phase::Hold { rounds: 0, rate }),
+            Phase::SlowStart { .. } => {
+                let base = Some((s.limit, rate));
+                (s.limit * 2.0, Phase::SlowStart { base })
+            }
+            Phase::Probe { from: _, rate: was } if rate >= was * PROBE_GAIN => {
+                (s.limit, Phase::Hold { rounds: 0, rate })
+            }
+            Phase::Probe { from, rate: was } => (
+                from,
+                Phase::Hold {
+                    rounds: 0,
+                    rate: was,
+                },
+            ),
+            Phase::Hold { rate: held, .. } if rate < held * CHANGED => {
+                // This round straddled the change: no base to judge the next one by.
+                ((s.limit * 2.0).min(max), Phase::SlowStart { base: None })
+            }
+            Phase::Hold { rate: held, .. } if rate > held / CHANGED => {
+                // Faster at the same limit: latency fell, so fewer may do; search again.
+                (ADAPTIVE_START as f64, Phase::SlowStart { base: None })
+            }
+            Phase::Hold { rounds, .. } if rounds + 1 >= PROBE_EVERY && s.limit < max => {
+                let more = (s.limit * 1.25).max(s.limit + 1.0);
+                (
+                    more,
+                    Phase::Probe {
+                        from: s.limit,
+                        rate,
+                    },
+                )
+            }
+            Phase::Hold { rounds, .. } => (
+                s.limit,
+                Phase::Hold {
+                    rounds: rounds + 1,
+                    rate,
+                },
+            ),
+        };
+        s.phase = phase;
+        if next != s.limit {
+            s.set_limit(next, self.max);
+        }
+        s.ceiling = s.limit;
+    }
+
+    /// Puts `allowed` permits in circulation: adds what is missing (first cancelling what is
+    /// owed), forgets idle ones, and owes the rest.
+    fn resize(&self, s: &mut State, allowed: usize) {
+        if allowed > s.issued {
+            let more = allowed - s.issued;
+            let cancelled = more.min(s.debt);
+            s.debt -= cancelled;
+            self.permits.add_permits(more - cancelled);
+        } else if allowed < s.issued {
+            let fewer = s.issued - allowed;
+            s.debt += fewer - self.permits.forget_permits(fewer);
+        }
+        s.issued = allowed;
     }
 }
 
@@ -179,28 +420,34 @@ impl Congestion {
 #[derive(Debug)]
 pub struct Permit<'a> {
     owner: &'a Congestion,
+    permit: Option<SemaphorePermit<'a>>,
     sent: Instant,
-    recorded: bool,
 }
 
 impl Permit<'_> {
     /// Records the request's outcome and frees its place.
     pub fn finish<T>(mut self, result: &Result<T>) {
-        self.recorded = true;
         let outcome = match result {
             Ok(_) => Outcome::Answered,
             Err(e) if e.is_throttle() => Outcome::Throttled,
+            Err(e) if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Transport) => {
+                Outcome::Failed
+            }
             Err(_) => Outcome::Other,
         };
-        self.owner.record(self.sent, outcome);
+        self.end(outcome);
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        if let Some(p) = self.permit.take() {
+            self.owner.record(p, self.sent, outcome);
+        }
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        if !self.recorded {
-            self.owner.record(self.sent, Outcome::Other);
-        }
+        self.end(Outcome::Other);
     }
 }
 
@@ -224,7 +471,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_store_that_never_throttles_keeps_the_fixed_bound() {
-        let c = Congestion::new(4, quick());
+        let c = Congestion::new(4, Concurrency::Fixed, quick());
         let permits: Vec<_> = futures::future::join_all((0..4).map(|_| c.acquire())).await;
         let fifth = tokio::time::timeout(Duration::from_millis(20), c.acquire()).await;
         assert!(fifth.is_err(), "a fifth waits");
@@ -237,7 +484,7 @@ mod tests {
 
     #[tokio::test]
     async fn throttles_cut_once_per_window_and_answers_grow_it_back() {
-        let c = Congestion::new(64, quick());
+        let c = Congestion::new(64, Concurrency::Fixed, quick());
         // A burst of refusals for requests sent together: one cut.
         let permits: Vec<_> = futures::future::join_all((0..10).map(|_| c.acquire())).await;
         for p in permits {
@@ -264,7 +511,7 @@ mod tests {
 
     #[tokio::test]
     async fn at_one_request_a_throttle_holds_new_requests_until_its_backoff_ends() {
-        let above = Congestion::new(8, quick());
+        let above = Congestion::new(8, Concurrency::Fixed, quick());
         above.acquire().await.finish(&slow_down());
         assert!(
             above.state.lock().unwrap().gate.is_none(),
@@ -272,6 +519,7 @@ mod tests {
         );
         let c = Congestion::new(
             1,
+            Concurrency::Fixed,
             RetryPolicy {
                 max_attempts: 3,
                 base_delay: Duration::from_millis(200),
@@ -294,13 +542,138 @@ mod tests {
 
     #[tokio::test]
     async fn other_errors_and_abandoned_requests_change_nothing() {
-        let c = Congestion::new(8, quick());
-        c.acquire()
-            .await
-            .finish(&Err::<(), _>(Error::transport("u", "reset")));
+        let c = Congestion::new(8, Concurrency::Fixed, quick());
+        c.acquire().await.finish(&Err::<(), _>(Error::from_service(
+            "u",
+            404,
+            "NoSuchKey",
+            "no such key",
+            None,
+        )));
         drop(c.acquire().await);
         let s = c.stats();
         assert_eq!((s.limit, s.throttled, s.cuts), (8, 0, 0));
+        assert_eq!(c.state.lock().unwrap().in_flight, 0);
+    }
+
+    /// A store without I/O, in paused time: `clients` tasks send requests back to back
+    /// through `c` for `run` of virtual time; each request is `answer(now, n)` (the n-th
+    /// request: how long it takes and how it ends). Returns the limit sampled every 10 ms.
+    async fn simulate(
+        c: &std::sync::Arc<Congestion>,
+        clients: usize,
+        run: Duration,
+        answer: impl Fn(Instant, u64) -> (Duration, Result<()>) + Send + Sync + 'static,
+    ) -> Vec<usize> {
+        let answer = std::sync::Arc::new(answer);
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let end = Instant::now() + run;
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..clients {
+            let (c, answer, sent) = (c.clone(), answer.clone(), sent.clone());
+            tasks.spawn(async move {
+                while Instant::now() < end {
+                    let p = c.acquire().await;
+                    let n = sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let (took, result) = answer(Instant::now(), n);
+                    tokio::time::sleep(took).await;
+                    p.finish(&result);
+                }
+            });
+        }
+        let mut samples = Vec::new();
+        while Instant::now() < end {
+            samples.push(c.stats().limit);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tasks.join_all().await;
+        samples
+    }
+
+    fn adaptive(max: usize) -> std::sync::Arc<Congestion> {
+        std::sync::Arc::new(Congestion::new(max, Concurrency::Adaptive, quick()))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latency_bound_store_is_given_more_requests_up_to_the_cap() {
+        // 30 ms a request however many are in flight: the rate follows the limit.
+        let c = adaptive(256);
+        let limits = simulate(&c, 400, Duration::from_secs(10), |_, _| {
+            (Duration::from_millis(30), Ok(()))
+        })
+        .await;
+        assert_eq!(limits[0], ADAPTIVE_START);
+        assert!(limits.iter().all(|l| *l <= 256), "never above the cap");
+        let s = c.stats();
+        assert_eq!(s.limit, 256, "{s:?}");
+        assert!(s.rate > 0.9 * 256.0 / 0.030, "rate {}", s.rate);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_saturated_store_is_not_given_more_than_pays() {
+        // One request at a time, 1 ms each: 1,000/s whatever the limit; more in flight only
+        // queue.
+        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let c = adaptive(256);
+        simulate(&c, 400, Duration::from_secs(20), move |now, _| {
+            let mut free = server.lock().unwrap();
+            *free = (*free).max(now) + Duration::from_millis(1);
+            (*free - now, Ok(()))
+        })
+        .await;
+        let s = c.stats();
+        assert!(s.limit <= 2 * ADAPTIVE_START, "{s:?}");
+        assert!((900.0..1100.0).contains(&s.rate), "{s:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_latency_jump_is_followed_up_and_the_cap_holds_both_ways() {
+        // 1 ms, then 500 ms for 60 s, then 1 ms again; a store that serves 2,000/s at most,
+        // so at 1 ms the limit that pays is small and at 500 ms ~1,000 would.
+        let t0 = Instant::now();
+        let server = std::sync::Arc::new(Mutex::new(t0));
+        let c = adaptive(128);
+        let latency = move |now: Instant| {
+            let t = now - t0;
+            if t >= Duration::from_secs(10) && t < Duration::from_secs(70) {
+                Duration::from_millis(500)
+            } else {
+                Duration::from_millis(1)
+            }
+        };
+        let limits = simulate(&c, 300, Duration::from_secs(80), move |now, _| {
+            let mut free = server.lock().unwrap();
+            *free = (*free).max(now) + Duration::from_micros(500);
+            (*free - now + latency(now), Ok(()))
+        })
+        .await;
+        assert!(
+            limits.iter().all(|l| (1..=128).contains(l)),
+            "within bounds"
+        );
+        let before = limits[900];
+        let during = limits[6900];
+        assert!(before <= 32, "at 1 ms: {before}");
+        assert_eq!(during, 128, "at 500 ms the cap: {limits:?}");
+        let after = *limits.last().unwrap();
+        assert!(after <= 32, "back at 1 ms, fewer again: {after}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_refusing_half_its_requests_is_sent_fewer_but_never_none() {
+        let c = adaptive(256);
+        let limits = simulate(&c, 300, Duration::from_secs(20), |_, n| {
+            let result = if n % 2 == 0 { Ok(()) } else { slow_down() };
+            (Duration::from_millis(20), result)
+        })
+        .await;
+        assert!(limits.iter().all(|l| (1..=256).contains(l)));
+        let s = c.stats();
+        assert!(s.throttled > 1000, "{s:?}");
+        assert!(
+            s.limit <= ADAPTIVE_START,
+            "cut below where it started: {s:?}"
+        );
         assert_eq!(c.state.lock().unwrap().in_flight, 0);
     }
 }

@@ -15,7 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
-use crate::upload::PART_CONCURRENCY;
+use crate::upload::PARTS_FROM_MEMORY;
 
 /// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
 /// attempt each). A `checksum` given is sent for the store to check the bytes against
@@ -312,7 +312,7 @@ pub async fn upload(
             let crc = checksums.then(|| Crc::of(&chunk));
             upload_part(api.as_ref(), policy, uri, &upload_id, n, chunk, crc)
         })
-        .buffered(PART_CONCURRENCY)
+        .buffered(PARTS_FROM_MEMORY)
         .try_collect()
         .await;
     let result = match uploaded {

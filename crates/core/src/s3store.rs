@@ -81,7 +81,7 @@ impl<W: Wire> S3Store<W> {
 
     fn with(wire: W, build: Option<fn(StoreConfig) -> Result<W>>) -> Self {
         let cfg = wire.config();
-        let congestion = Congestion::new(cfg.max_connections, cfg.retry);
+        let congestion = Congestion::new(cfg.max_connections, cfg.concurrency, cfg.retry);
         Self {
             inner: Arc::new(Limited {
                 wire: Redirects::new(wire, build),

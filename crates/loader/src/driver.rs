@@ -7,13 +7,14 @@
 use crate::budget::{Budget, Reservation};
 use crate::dataset::Item;
 use crate::fetch::{Fetched, Fetcher};
-use crate::loader::{Delivery, LoaderOptions, Object, OnError, Order};
+use crate::loader::{Delivery, FOLLOW_MAX, FOLLOW_MIN, LoaderOptions, Object, OnError, Order};
 use crate::stats::Stats;
 use futures::{FutureExt, StreamExt};
 use sluice_core::{Error, Result};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{JoinError, JoinSet};
@@ -138,6 +139,49 @@ impl InOrder {
     }
 }
 
+/// Objects allowed in flight: the caller's `prefetch`, or (`None`) twice the requests the
+/// store's client allows now (`FOLLOW_MIN`). It only grows: the client's limit is what
+/// shrinks when the store asks for fewer, and objects waiting for a request hold no more
+/// than their first piece of the memory budget.
+struct Window {
+    slots: Arc<Semaphore>,
+    size: usize,
+    follows: bool,
+}
+
+impl Window {
+    fn new(prefetch: Option<usize>, fetcher: &Fetcher) -> Self {
+        let mut w = Self {
+            slots: Arc::new(Semaphore::new(0)),
+            size: 0,
+            follows: prefetch.is_none(),
+        };
+        w.grow_to(prefetch.unwrap_or_else(|| w.followed(fetcher)));
+        w
+    }
+
+    fn followed(&self, fetcher: &Fetcher) -> usize {
+        let limit = fetcher.store.congestion().map_or(0, |c| c.limit);
+        (2 * limit).clamp(FOLLOW_MIN, FOLLOW_MAX)
+    }
+
+    fn grow_to(&mut self, size: usize) {
+        if size > self.size {
+            self.slots.add_permits(size - self.size);
+            self.size = size;
+        }
+    }
+
+    /// Follows the store's limit, where it does; returns the size now.
+    fn update(&mut self, fetcher: &Fetcher) -> usize {
+        if self.follows {
+            let size = self.followed(fetcher);
+            self.grow_to(size);
+        }
+        self.size
+    }
+}
+
 /// What the driver does after an event.
 enum Next {
     Continue,
@@ -150,7 +194,7 @@ pub(crate) struct Driver {
     opts: LoaderOptions,
     tx: mpsc::Sender<Delivery>,
     stats: Arc<Stats>,
-    slots: Arc<Semaphore>,
+    window: Window,
     budget: Option<Budget>,
     sized: Sized,
     /// An item taken from `sized`, waiting for its memory (see `admit`).
@@ -168,9 +212,12 @@ impl Driver {
         stats: Arc<Stats>,
     ) -> Self {
         let budget = opts.memory_budget.map(Budget::new);
-        let sized = sized_items(&fetcher, items, budget.is_some(), opts.prefetch);
+        // HEADs run as far ahead as the window may ever reach: each waits for a request.
+        let sized = sized_items(&fetcher, items, budget.is_some(), opts.window_max());
+        let window = Window::new(opts.prefetch, &fetcher);
+        stats.window.store(window.size, Ordering::Relaxed);
         Self {
-            slots: Arc::new(Semaphore::new(opts.prefetch)),
+            window,
             budget,
             sized,
             staged: None,
@@ -193,7 +240,7 @@ impl Driver {
                 // Completed fetches first: they free slots and keep the consumer fed.
                 biased;
                 Some(joined) = self.tasks.join_next() => self.finished(joined).await,
-                admitted = admit(&self.slots, &mut self.sized, &mut self.staged, self.budget.as_ref(), chunk), if !exhausted => {
+                admitted = admit(&self.window.slots, &mut self.sized, &mut self.staged, self.budget.as_ref(), chunk), if !exhausted => {
                     match admitted {
                         Some(a) => self.start(a),
                         None => exhausted = true,
@@ -267,6 +314,8 @@ impl Driver {
                 return Next::Stop;
             }
         };
+        let window = self.window.update(&self.fetcher);
+        self.stats.window.store(window, Ordering::Relaxed);
         let ready = match self.opts.order {
             Order::Completion => vec![delivery],
             Order::Input => self.in_order.push(seq, delivery),

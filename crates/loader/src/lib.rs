@@ -32,7 +32,9 @@ pub mod stats;
 static ALLOC: shm::PoolAlloc = shm::PoolAlloc;
 
 pub use dataset::{Dataset, Item, Sharding};
-pub use loader::{DEFAULT_MEMORY_BUDGET, Loader, LoaderOptions, Object, OnError, Order};
+pub use loader::{
+    DEFAULT_MEMORY_BUDGET, FOLLOW_MAX, FOLLOW_MIN, Loader, LoaderOptions, Object, OnError, Order,
+};
 pub use many::get_many;
 pub use pool::BufferPool;
 pub use stats::StatsSnapshot;

@@ -1,4 +1,4 @@
-//! The loader: a driver task that keeps `prefetch` objects in flight, each fetched by its own
+//! The loader: a driver task that keeps a window of objects in flight, each fetched by its own
 //! task on the multi-threaded runtime, and hands finished objects to the consumer through a
 //! bounded channel. Dropping the loader aborts the driver, whose task set aborts every fetch.
 
@@ -59,14 +59,25 @@ pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 /// latency busy. The cost: objects named without a size are sized by a HEAD each.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
 
+/// The window of a loader that follows its store (`LoaderOptions::prefetch` `None`): twice
+/// the requests the store's client allows now, so that requests are always waiting when its
+/// controller raises the limit (it grows only while it has them: `congestion`), and objects
+/// delivered but not yet taken do not starve it. At least 16, the fixed window it replaced;
+/// at most twice the default request cap. The memory budget bounds the bytes either way.
+pub const FOLLOW_MIN: usize = 16;
+/// The largest window of a loader that follows its store (see [`FOLLOW_MIN`]).
+pub const FOLLOW_MAX: usize = 2 * sluice_core::config::DEFAULT_MAX_CONNECTIONS;
+
 /// How a [`Loader`] reads: which objects and in what order (sharding, shuffle, epoch), how
 /// much at once (objects, requests, bytes), how large objects are cut into ranges, and what
 /// a failure does. `Default` holds the measured defaults, explained at each constant;
 /// `Loader::new` checks the options with `validate`.
 #[derive(Debug, Clone)]
 pub struct LoaderOptions {
-    /// Objects fetched or waiting for the consumer at once (default 16); at least 1.
-    pub prefetch: usize,
+    /// Objects fetched or waiting for the consumer at once; at least 1. `None` (the
+    /// default): the window follows the requests the store's client allows, which its
+    /// controller finds at run time (`FOLLOW_MIN`; `sluice_core::congestion`).
+    pub prefetch: Option<usize>,
     /// The order objects are delivered in (default `Order::Completion`).
     pub order: Order,
     /// Shuffle with this seed; a new permutation per `epoch`. `None` (default): dataset
@@ -84,9 +95,10 @@ pub struct LoaderOptions {
     /// least 1.
     pub chunk_size: u64,
     /// HTTP requests in flight across all objects, the HEADs that size objects included
-    /// (default 64); at least 1.
+    /// (default `DEFAULT_MAX_CONNECTIONS`, 256; the store's client allows fewer while its
+    /// controller finds no gain in more); at least 1.
     pub max_requests: usize,
-    /// Bytes of objects in flight (fetching or undelivered); `None`: only `prefetch` bounds.
+    /// Bytes of objects in flight (fetching or undelivered); `None`: only the window bounds.
     /// Default `DEFAULT_MEMORY_BUDGET`.
     pub memory_budget: Option<u64>,
     /// What a failed object does to the stream (default `OnError::FailFast`).
@@ -100,14 +112,14 @@ pub struct LoaderOptions {
 impl Default for LoaderOptions {
     fn default() -> Self {
         Self {
-            prefetch: 16,
+            prefetch: None,
             order: Order::Completion,
             shuffle_seed: None,
             epoch: 0,
             sharding: Sharding::default(),
             range_threshold: DEFAULT_RANGE_THRESHOLD,
             chunk_size: DEFAULT_CHUNK_SIZE,
-            max_requests: 64,
+            max_requests: sluice_core::config::DEFAULT_MAX_CONNECTIONS,
             memory_budget: Some(DEFAULT_MEMORY_BUDGET),
             on_error: OnError::FailFast,
             pool: None,
@@ -121,7 +133,7 @@ impl LoaderOptions {
     /// `sharding` (`Sharding::validate`).
     pub fn validate(&self) -> Result<()> {
         let bad = |option: &str, reason: &str| Err(Error::config(option, reason));
-        if self.prefetch == 0 {
+        if self.prefetch == Some(0) {
             return bad("prefetch", "must be at least 1");
         }
         if self.chunk_size == 0 {
@@ -134,6 +146,11 @@ impl LoaderOptions {
             return bad("memory_budget", "must be at least 1 byte");
         }
         self.sharding.validate()
+    }
+
+    /// The most objects the loader may hold in flight: `prefetch`, or `FOLLOW_MAX`.
+    pub(crate) fn window_max(&self) -> usize {
+        self.prefetch.unwrap_or(FOLLOW_MAX)
     }
 }
 
@@ -157,8 +174,9 @@ pub(crate) struct Delivery {
 }
 
 /// Reads this reader's shard of a dataset on the current tokio runtime, keeping up to
-/// `prefetch` objects in flight, and hands them to the consumer (`next`, `collect_batch`)
-/// in the chosen [`Order`]. Work is bounded three ways: objects (`prefetch`), HTTP requests
+/// a window of objects in flight, and hands them to the consumer (`next`, `collect_batch`)
+/// in the chosen [`Order`]. Work is bounded three ways: objects (the window: `prefetch`, or
+/// following the requests the store's client allows), HTTP requests
 /// (`max_requests`) and bytes (`memory_budget`, taken range by range before each GET, one
 /// object at a time in dataset order so the loader cannot deadlock: `budget`). Large
 /// objects are read as parallel ranges into one buffer from a pool shared across epochs;
@@ -205,11 +223,11 @@ impl Loader {
             pool: opts
                 .pool
                 .clone()
-                .unwrap_or_else(|| BufferPool::shared(opts.prefetch, opts.memory_budget)),
+                .unwrap_or_else(|| BufferPool::shared(opts.window_max(), opts.memory_budget)),
             requests: Arc::new(Semaphore::new(opts.max_requests)),
         };
         let stats = Arc::new(Stats::default());
-        let (tx, rx) = mpsc::channel(opts.prefetch);
+        let (tx, rx) = mpsc::channel(opts.window_max());
         let driver = tokio::spawn(Driver::new(fetcher, items, opts, tx, stats.clone()).run());
         Ok(Self {
             rx,

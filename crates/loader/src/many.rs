@@ -2,20 +2,21 @@
 //! [`get_many`]): the loader, in the order given, one GET per object.
 
 use crate::dataset::Dataset;
-use crate::loader::{Loader, LoaderOptions, Object, Order};
+use crate::loader::{FOLLOW_MAX, Loader, LoaderOptions, Object, Order};
 use crate::pool::BufferPool;
 use sluice_core::{ObjectStore, ObjectUri, RangePlanner, Result};
 use std::sync::Arc;
 
-/// Every object of `uris` in the order given, `max_in_flight` at a time (at least one).
-/// The first failure (after retries) is the result.
+/// Every object of `uris` in the order given, `max_in_flight` at a time (at least one;
+/// `None`: as many as the store's client allows, twice over, as a loader that follows its
+/// store). The first failure (after retries) is the result.
 pub async fn get_many(
     store: Arc<dyn ObjectStore>,
     uris: Vec<ObjectUri>,
-    max_in_flight: usize,
+    max_in_flight: Option<usize>,
 ) -> Result<Vec<Object>> {
     let dataset = Dataset::from_uris(uris);
-    let prefetch = max_in_flight.max(1);
+    let prefetch = max_in_flight.map(|n| n.max(1));
     let opts = LoaderOptions {
         prefetch,
         order: Order::Input,
@@ -27,7 +28,10 @@ pub async fn get_many(
         range_threshold: RangePlanner::NEVER,
         // Its own pool, gone with the call: kept objects must not leave idle buffers behind
         // in the process's pool (which has no byte cap without a budget).
-        pool: Some(BufferPool::for_prefetch(prefetch, None)),
+        pool: Some(BufferPool::for_prefetch(
+            prefetch.unwrap_or(FOLLOW_MAX),
+            None,
+        )),
         ..LoaderOptions::default()
     };
     let mut loader = Loader::new(store, &dataset, opts)?;

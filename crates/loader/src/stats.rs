@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A loader's running counters, updated by its fetch tasks and by the consumer's calls;
@@ -16,6 +16,8 @@ pub struct Stats {
     requests: AtomicU64,
     attempts: AtomicU64,
     errors: AtomicU64,
+    /// Objects allowed in flight now (the driver's window).
+    pub(crate) window: AtomicUsize,
     /// Per-object fetch latency, microseconds.
     latency: Mutex<Histogram<u64>>,
     /// Time between consecutive `collect_batch` returns, microseconds.
@@ -52,6 +54,9 @@ pub struct StatsSnapshot {
     pub batch_gap_p50: Duration,
     /// Longest such time.
     pub batch_gap_max: Duration,
+    /// Objects the loader lets be in flight now: the `prefetch` set, or, when it follows the
+    /// store, twice the requests its client allows (`LoaderOptions::prefetch`).
+    pub window: usize,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -68,6 +73,7 @@ impl Default for Stats {
             requests: AtomicU64::default(),
             attempts: AtomicU64::default(),
             errors: AtomicU64::default(),
+            window: AtomicUsize::default(),
             latency: Mutex::new(histogram()),
             gaps: Mutex::new(histogram()),
             last_batch: Mutex::default(),
@@ -158,6 +164,7 @@ impl Stats {
             } else {
                 Duration::from_micros(gaps.max())
             },
+            window: self.window.load(Ordering::Relaxed),
         }
     }
 }

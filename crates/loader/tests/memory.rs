@@ -92,7 +92,7 @@ async fn with_deliver_a_failed_object_is_an_error_naming_it_and_reading_goes_on(
     let opts = LoaderOptions {
         on_error: OnError::Deliver,
         order: Order::Input,
-        prefetch: 1,
+        prefetch: Some(1),
         max_requests: 1,
         ..LoaderOptions::default()
     };
@@ -113,7 +113,7 @@ async fn fail_fast_ends_the_stream_at_the_first_failure() {
     // The listing said 100 bytes; the object is now empty: a wrong length, never retried.
     let opts = LoaderOptions {
         order: Order::Input,
-        prefetch: 1,
+        prefetch: Some(1),
         max_requests: 1,
         ..LoaderOptions::default()
     };
@@ -154,7 +154,9 @@ async fn get_many_returns_every_object_in_the_order_given() {
         .inner()
         .insert(&uri("large"), data("large", 40 << 20));
     let uris: Vec<ObjectUri> = keys.iter().map(|k| uri(k)).collect();
-    let got = sluice_loader::get_many(s.clone(), uris, 3).await.unwrap();
+    let got = sluice_loader::get_many(s.clone(), uris, Some(3))
+        .await
+        .unwrap();
     let got: Vec<(String, Bytes)> = got
         .into_iter()
         .map(|o| (o.uri.key().to_owned(), o.data))
@@ -176,7 +178,7 @@ async fn get_many_fails_with_the_first_missing_object() {
     let s = store();
     s.wire().inner().insert(&uri("a"), data("a", 10));
     let uris = vec![uri("a"), uri("missing")];
-    let e = sluice_loader::get_many(s.clone(), uris, 2)
+    let e = sluice_loader::get_many(s.clone(), uris, Some(2))
         .await
         .unwrap_err();
     assert!(
@@ -199,7 +201,7 @@ async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
         let ds = dataset(&s, 6, |_| 6 * CHUNK).await;
         let opts = LoaderOptions {
             order,
-            prefetch: 4,
+            prefetch: Some(4),
             range_threshold: 2 * CHUNK as u64,
             chunk_size: CHUNK as u64,
             memory_budget: Some(9 * CHUNK as u64),

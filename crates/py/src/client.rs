@@ -271,18 +271,10 @@ impl Client {
         endpoint_stats(py, self.store.as_ref())
     }
 
-    /// The requests in flight this client allows now and the throttles that set them
-    /// ({"limit", "max", "throttled", "cuts"}); None for a client of local files only.
+    /// The requests in flight this client allows now and what set them ({"limit", "max",
+    /// "adaptive", "rate", "throttled", "cuts"}); None for a client of local files only.
     fn congestion<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(c) = self.store.congestion() else {
-            return Ok(None);
-        };
-        let d = PyDict::new(py);
-        d.set_item("limit", c.limit)?;
-        d.set_item("max", c.max)?;
-        d.set_item("throttled", c.throttled)?;
-        d.set_item("cuts", c.cuts)?;
-        Ok(Some(d))
+        congestion(py, self.store.as_ref())
     }
 
     /// The whole object.
@@ -324,15 +316,16 @@ impl Client {
         Ok(Object::new(uri.to_owned(), data))
     }
 
-    /// Every object, `max_in_flight` at a time, returned in the order given.
-    #[pyo3(signature = (uris, max_in_flight=64))]
+    /// Every object, `max_in_flight` at a time (None: as many as the client's controller
+    /// finds the store answers faster with), returned in the order given.
+    #[pyo3(signature = (uris, max_in_flight=None))]
     fn get_many(
         &self,
         py: Python<'_>,
         uris: Vec<String>,
-        max_in_flight: usize,
+        max_in_flight: Option<usize>,
     ) -> PyResult<Vec<Object>> {
-        if max_in_flight == 0 {
+        if max_in_flight == Some(0) {
             return Err(value_error("max_in_flight", "must be at least 1"));
         }
         let store = self.store()?;
@@ -468,6 +461,25 @@ impl Client {
     }
 }
 
+/// `store`'s requests in flight and what set them, as a `sluice.Congestion` dict; None for a
+/// store of local files only.
+pub fn congestion<'py>(
+    py: Python<'py>,
+    store: &dyn sluice_core::ObjectStore,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(c) = store.congestion() else {
+        return Ok(None);
+    };
+    let d = PyDict::new(py);
+    d.set_item("limit", c.limit)?;
+    d.set_item("max", c.max)?;
+    d.set_item("adaptive", c.adaptive)?;
+    d.set_item("rate", c.rate)?;
+    d.set_item("throttled", c.throttled)?;
+    d.set_item("cuts", c.cuts)?;
+    Ok(Some(d))
+}
+
 /// `store`'s per-endpoint counters as `sluice.EndpointStats` dicts.
 pub fn endpoint_stats<'py>(
     py: Python<'py>,
@@ -526,8 +538,8 @@ delegate!(
     fn get_range(uri: &str, offset: u64, length: Option<u64>, etag: Option<String>) -> Object
 );
 delegate!(
-    #[pyo3(signature = (uris, max_in_flight=64))]
-    fn get_many(uris: Vec<String>, max_in_flight: usize) -> Vec<Object>
+    #[pyo3(signature = (uris, max_in_flight=None))]
+    fn get_many(uris: Vec<String>, max_in_flight: Option<usize>) -> Vec<Object>
 );
 delegate!(
     #[pyo3(signature = (uri, recursive=false))]

@@ -1,6 +1,6 @@
 //! `sluice.Dataset` and `sluice.Loader`: the Rust loader, iterated from Python.
 
-use crate::client::{Client, block, default_client, endpoint_stats, parse_uri};
+use crate::client::{Client, block, congestion, default_client, endpoint_stats, parse_uri};
 use crate::errors::{to_py, value_error};
 use crate::object::Object;
 use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
@@ -107,7 +107,8 @@ impl Dataset {
     }
 }
 
-/// Reads a dataset (this reader's shard of it) with `prefetch` objects in flight; iterate
+/// Reads a dataset (this reader's shard of it) with `prefetch` objects in flight (default:
+/// twice the requests its client's controller finds the store answers faster with); iterate
 /// it for `sluice.Object`s.
 #[pyclass(frozen, module = "sluice", name = "Loader")]
 #[derive(Debug)]
@@ -222,17 +223,17 @@ impl Loader {
 impl Loader {
     #[new]
     #[pyo3(signature = (
-        dataset, prefetch=16, order="completion", shuffle=false, seed=0, epoch=0,
+        dataset, prefetch=None, order="completion", shuffle=false, seed=0, epoch=0,
         rank=None, world_size=None, worker_id=None, num_workers=None,
         backend=None, client=None, range_threshold=None, chunk_size=None,
-        max_requests=64, memory_budget=Some(sluice_loader::DEFAULT_MEMORY_BUDGET), on_error="raise", reuse_buffers=true,
+        max_requests=None, memory_budget=Some(sluice_loader::DEFAULT_MEMORY_BUDGET), on_error="raise", reuse_buffers=true,
         config=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         dataset: &Dataset,
-        prefetch: usize,
+        prefetch: Option<usize>,
         order: &str,
         shuffle: bool,
         seed: u64,
@@ -245,7 +246,7 @@ impl Loader {
         client: Option<Py<Client>>,
         range_threshold: Option<u64>,
         chunk_size: Option<u64>,
-        max_requests: usize,
+        max_requests: Option<usize>,
         memory_budget: Option<u64>,
         on_error: &str,
         reuse_buffers: bool,
@@ -266,12 +267,17 @@ impl Loader {
             },
             range_threshold: range_threshold.unwrap_or(defaults.range_threshold),
             chunk_size: chunk_size.unwrap_or(defaults.chunk_size),
-            max_requests,
+            max_requests: max_requests.unwrap_or(defaults.max_requests),
             memory_budget,
             on_error: parse_on_error(on_error)?,
             // The loader shares the process's pool for this window across epochs by
             // default; `reuse_buffers=False` gives this loader a pool of its own.
-            pool: (!reuse_buffers).then(|| BufferPool::for_prefetch(prefetch, memory_budget)),
+            pool: (!reuse_buffers).then(|| {
+                BufferPool::for_prefetch(
+                    prefetch.unwrap_or(sluice_loader::FOLLOW_MAX),
+                    memory_budget,
+                )
+            }),
         };
         let rt = runtime()?;
         let loader = {
@@ -347,8 +353,9 @@ impl Loader {
     }
 
     /// Counters so far: objects, bytes, elapsed_s, mb_per_s, requests, retries, errors,
-    /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms, and endpoints (the
-    /// client's per-endpoint counters).
+    /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms, window (objects
+    /// allowed in flight now), congestion (the client's requests in flight, as
+    /// `Client.congestion()`) and endpoints (the client's per-endpoint counters).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         // Through `with`: an in-flight `next()` holds the lock, so wait without the GIL.
         let stats = self.with(py, |_, l| l.stats())?;
@@ -368,6 +375,8 @@ impl Loader {
         d.set_item("latency_p99_ms", ms(s.latency_p99))?;
         d.set_item("batch_gap_p50_ms", ms(s.batch_gap_p50))?;
         d.set_item("batch_gap_max_ms", ms(s.batch_gap_max))?;
+        d.set_item("window", s.window)?;
+        d.set_item("congestion", congestion(py, self.store.as_ref())?)?;
         d.set_item("endpoints", endpoint_stats(py, self.store.as_ref())?)?;
         Ok(d)
     }

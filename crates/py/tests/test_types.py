@@ -22,6 +22,10 @@ def assert_shape(d, td):
                 assert_shape(e, item)
             continue
         allowed = typing.get_args(t) or (t,)  # Optional[str] -> (str, NoneType)
+        nested = [a for a in allowed if typing.is_typeddict(a)]
+        if nested and d[key] is not None:  # Optional[Congestion]: None or such a dict
+            assert_shape(d[key], nested[0])
+            continue
         assert isinstance(d[key], allowed), f"{td.__name__}[{key!r}] = {d[key]!r} is not {t}"
 
 
@@ -51,6 +55,8 @@ def test_loader_stats(server, client, prefix):
         s = loader.stats()
     assert_shape(s, LoaderStats)
     assert s["objects"] == 3 and s["bytes"] == 3000
+    # No prefetch given: the window follows the client's controller, from 16.
+    assert s["window"] >= 16 and s["congestion"]["adaptive"] is True
 
 
 @pytest.mark.parametrize("size", [10, 6 << 20], ids=["one-request", "multipart"])

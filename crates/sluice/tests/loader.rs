@@ -35,7 +35,7 @@ fn seed(server: &TestServer, prefix: &str, sizes: &[usize]) -> Vec<ObjectUri> {
 /// Small thresholds so "large" objects are split into many ranges without big test data.
 fn opts() -> LoaderOptions {
     LoaderOptions {
-        prefetch: 4,
+        prefetch: Some(4),
         range_threshold: 1 << 20,
         chunk_size: 256 << 10,
         ..Default::default()
@@ -202,7 +202,7 @@ async fn dropping_the_loader_stops_all_work(backend: &'static str) {
         store,
         &Dataset::from_uris(uris),
         LoaderOptions {
-            prefetch: 4,
+            prefetch: Some(4),
             ..opts()
         },
     )
@@ -234,7 +234,7 @@ async fn memory_budget_bounds_objects_in_flight(backend: &'static str) {
             .faults()
             .inject(Fault::Latency(Duration::from_millis(100)), 1000);
         let o = LoaderOptions {
-            prefetch: 8,
+            prefetch: Some(8),
             memory_budget: budget,
             range_threshold: sluice_core::RangePlanner::NEVER,
             ..opts()
@@ -363,7 +363,7 @@ fn bad_options_name_the_option() {
         store,
         &Dataset::default(),
         LoaderOptions {
-            prefetch: 0,
+            prefetch: Some(0),
             ..Default::default()
         },
     )
@@ -612,7 +612,7 @@ async fn memory_budget_covers_unknown_sizes_and_input_order_never_deadlocks(back
         peak: Default::default(),
     });
     let o = LoaderOptions {
-        prefetch: 8,
+        prefetch: Some(8),
         order: Order::Input,
         shuffle_seed: Some(3),
         memory_budget: Some(BUDGET as u64),
@@ -810,7 +810,7 @@ async fn sizing_heads_never_starve_the_fetches_of_requests(backend: &'static str
         .faults()
         .inject(Fault::Latency(Duration::from_millis(5)), 1000);
     let o = LoaderOptions {
-        prefetch: 16,
+        prefetch: Some(16),
         max_requests: 2,
         memory_budget: Some(1 << 20),
         range_threshold: sluice_core::RangePlanner::NEVER,

@@ -3,6 +3,7 @@
 use crate::StoreArgs;
 use crate::output::Failure;
 use clap::Args;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -39,7 +40,8 @@ pub struct BenchArgs {
     /// cosmoflow, resnet50, dlrm, llama3-8b (checkpoint: 13.1 GB per rank, 8 ranks)
     #[arg(long, conflicts_with_all = ["size", "size_dist"])]
     pub(super) preset: Option<String>,
-    /// get: reader shapes, processes x prefetch
+    /// get: reader shapes, processes x prefetch (a number, or auto: the loader's window
+    /// follows the requests its client's controller allows)
     #[arg(long, value_delimiter = ',', default_value = "1x16,4x4,8x4,16x4")]
     pub(super) shapes: Vec<String>,
     /// Requests in flight, one row each (checkpoint: ranks, each writing its own object)
@@ -122,8 +124,8 @@ pub struct WorkerArgs {
     pub(super) rank: usize,
     #[arg(long)]
     pub(super) world: usize,
-    #[arg(long)]
-    pub(super) prefetch: usize,
+    #[arg(long, value_parser = parse_prefetch)]
+    pub(super) prefetch: Prefetch,
     #[arg(long, default_value_t = 1)]
     pub(super) epochs: u32,
     /// Use endpoint `rank % n` of several alone
@@ -133,16 +135,64 @@ pub struct WorkerArgs {
     pub(super) store: StoreArgs,
 }
 
-/// `PxQ`: P processes, each with prefetch Q.
-pub(super) fn parse_shape(s: &str) -> Result<(usize, usize), Failure> {
+/// A reader's prefetch: a number of objects, or `auto` (`LoaderOptions::prefetch` `None`).
+/// In JSON a number or the string "auto".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Prefetch {
+    Fixed(usize),
+    Auto(AutoWord),
+}
+
+/// The word `auto`, as JSON spells the adaptive prefetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AutoWord {
+    Auto,
+}
+
+impl Prefetch {
+    pub const AUTO: Prefetch = Prefetch::Auto(AutoWord::Auto);
+
+    /// As the loader takes it.
+    pub fn window(self) -> Option<usize> {
+        match self {
+            Prefetch::Fixed(n) => Some(n),
+            Prefetch::Auto(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Prefetch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Prefetch::Fixed(n) => n.fmt(f),
+            Prefetch::Auto(_) => f.pad("auto"),
+        }
+    }
+}
+
+fn parse_prefetch(s: &str) -> Result<Prefetch, String> {
+    match s.trim() {
+        "auto" => Ok(Prefetch::AUTO),
+        n => match n.parse() {
+            Ok(n) if n > 0 => Ok(Prefetch::Fixed(n)),
+            _ => Err(format!("{s:?} is not a positive number or auto")),
+        },
+    }
+}
+
+/// `PxQ`: P processes, each with prefetch Q (a number or `auto`).
+pub(super) fn parse_shape(s: &str) -> Result<(usize, Prefetch), Failure> {
     let bad = || {
         Failure::Usage(format!(
-            "--shapes: {s:?} is not PROCESSESxPREFETCH, e.g. 4x4"
+            "--shapes: {s:?} is not PROCESSESxPREFETCH, e.g. 4x4 or 1xauto"
         ))
     };
     let (p, f) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
-    let (p, f): (usize, usize) = (p.parse().map_err(|_| bad())?, f.parse().map_err(|_| bad())?);
-    if p == 0 || f == 0 {
+    let p: usize = p.parse().map_err(|_| bad())?;
+    let f = parse_prefetch(f).map_err(|_| bad())?;
+    if p == 0 {
         return Err(bad());
     }
     Ok((p, f))
@@ -154,10 +204,24 @@ mod tests {
 
     #[test]
     fn shapes_parse_and_reject_nonsense() {
-        assert_eq!(parse_shape("4x4").unwrap(), (4, 4));
-        assert_eq!(parse_shape(" 16X2 ").unwrap(), (16, 2));
-        for bad in ["4", "0x4", "ax4", "4x0", ""] {
+        assert_eq!(parse_shape("4x4").unwrap(), (4, Prefetch::Fixed(4)));
+        assert_eq!(parse_shape(" 16X2 ").unwrap(), (16, Prefetch::Fixed(2)));
+        assert_eq!(parse_shape("1xauto").unwrap(), (1, Prefetch::AUTO));
+        for bad in ["4", "0x4", "ax4", "4x0", "4xsome", ""] {
             assert!(parse_shape(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn prefetch_reads_back_from_json_as_written() {
+        for p in [Prefetch::Fixed(16), Prefetch::AUTO] {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Prefetch>(&json).unwrap(),
+                p,
+                "{json}"
+            );
+        }
+        assert_eq!(serde_json::to_string(&Prefetch::AUTO).unwrap(), "\"auto\"");
     }
 }

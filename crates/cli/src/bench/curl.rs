@@ -2,6 +2,7 @@
 //! (`curl_row`, beside the reader shapes), and curl making the GETs and PUTs of `small` and
 //! `put` with `--parallel` (`curl_ops_row`), each transfer's time from its `-w` line.
 
+use super::args::Prefetch;
 use super::latency::Latency;
 use super::ops::{OpStats, OpsReport, Stopped};
 use super::report::Row;
@@ -181,7 +182,7 @@ pub(super) async fn curl_row(
     Ok(Row {
         client: "curl".into(),
         processes: 1,
-        prefetch: 1,
+        prefetch: Prefetch::Fixed(1),
         bytes: total,
         seconds: secs,
         mb_per_s: mb,
@@ -193,6 +194,7 @@ pub(super) async fn curl_row(
         peak_rss_mb: 0.0,
         first_epoch_mb_per_s: None,
         endpoints: Vec::new(),
+        in_flight: None,
         accelerators: Vec::new(),
         latency: None,
         latency_us: None,

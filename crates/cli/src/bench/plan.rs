@@ -1,7 +1,7 @@
 //! The bench's command line, checked whole before anything starts: a bad flag is exit 2
 //! with a message that names it, never a failure halfway through a run.
 
-use super::args::{BenchArgs, parse_shape};
+use super::args::{BenchArgs, Prefetch, parse_shape};
 use super::sizes::{Preset, SizeSpec};
 use super::workload::{Mix, Workload};
 use crate::output::Failure;
@@ -9,7 +9,7 @@ use crate::output::Failure;
 pub(super) struct Plan {
     pub workloads: Vec<Workload>,
     pub backends: Vec<String>,
-    pub shapes: Vec<(usize, usize)>,
+    pub shapes: Vec<(usize, Prefetch)>,
     pub preset: Option<Preset>,
     pub mix: Mix,
     sizes: Option<SizeSpec>,

@@ -1,5 +1,6 @@
 //! The bench's results: one row per client and shape, printed as a table.
 
+use super::args::Prefetch;
 use super::latency::{Latency, Percentiles};
 use super::ops::{OpsReport, Stopped};
 use super::sizes::Preset;
@@ -13,7 +14,7 @@ use std::path::Path;
 pub struct Row {
     pub client: String,
     pub processes: usize,
-    pub prefetch: usize,
+    pub prefetch: Prefetch,
     pub bytes: u64,
     pub seconds: f64,
     pub mb_per_s: f64,
@@ -28,6 +29,9 @@ pub struct Row {
     /// over several (`--endpoints`); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointCount>,
+    /// Requests in flight the clients allowed at the end (summed over the row's processes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlight>,
     /// For an MLPerf preset: accelerators the last pass's rate keeps at the minimum AU.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accelerators: Vec<(String, u64)>,
@@ -38,6 +42,31 @@ pub struct Row {
     /// The histogram those are read from, kept so rows of several ranks merge exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<Latency>,
+}
+
+/// Where the clients' controllers ended (`sluice_core::congestion`), summed over processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// Requests allowed in flight.
+    pub requests: usize,
+    /// Whether found at run time (else fixed by SLUICE_MAX_CONNECTIONS).
+    pub adaptive: bool,
+    /// Answers that asked the clients to slow down.
+    pub throttled: u64,
+    /// Objects the loaders let be in flight.
+    pub window: usize,
+}
+
+impl InFlight {
+    /// The processes' figures added up; `None` when none had a controller.
+    pub fn sum(each: impl Iterator<Item = InFlight>) -> Option<InFlight> {
+        each.reduce(|a, b| InFlight {
+            requests: a.requests + b.requests,
+            adaptive: a.adaptive || b.adaptive,
+            throttled: a.throttled + b.throttled,
+            window: a.window + b.window,
+        })
+    }
 }
 
 /// One endpoint's share of a row.
@@ -124,6 +153,17 @@ pub(super) fn print_table(rows: &[Row]) {
         );
     }
     for r in rows {
+        if let Some(f) = r.in_flight {
+            let how = if f.adaptive {
+                "found at run time"
+            } else {
+                "fixed"
+            };
+            println!(
+                "  {} {}x{}: requests in flight at the end {} ({how}), objects {}, {} throttled",
+                r.client, r.processes, r.prefetch, f.requests, f.window, f.throttled
+            );
+        }
         for e in &r.endpoints {
             let share = 100.0 * e.bytes_read as f64 / r.bytes_total().max(1) as f64;
             println!(
@@ -343,6 +383,7 @@ impl Row {
             _ => None,
         };
         self.endpoints = EndpointCount::sum(self.endpoints.drain(..).chain(o.endpoints.clone()));
+        self.in_flight = InFlight::sum(self.in_flight.into_iter().chain(o.in_flight));
         if let Some(theirs) = &o.latency_us {
             let mine = self.latency_us.get_or_insert_with(Latency::default);
             mine.merge(theirs);
@@ -371,7 +412,7 @@ mod tests {
         Row {
             client: "hyper".into(),
             processes: 1,
-            prefetch: 4,
+            prefetch: Prefetch::Fixed(4),
             bytes,
             seconds: 1.0,
             mb_per_s: mb_per_sec(bytes, 1.0),
@@ -382,6 +423,7 @@ mod tests {
             peak_rss_mb: 10.0,
             first_epoch_mb_per_s: None,
             endpoints: Vec::new(),
+            in_flight: None,
             accelerators: Vec::new(),
             latency: None,
             latency_us: None,

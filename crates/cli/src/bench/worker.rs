@@ -2,9 +2,9 @@
 //! of 7) and reports one JSON line per epoch, then its CPU time and peak RSS; `worker_row`
 //! starts them and sums their reports into a row.
 
-use super::args::WorkerArgs;
+use super::args::{Prefetch, WorkerArgs};
 use super::latency::Latency;
-use super::report::{EndpointCount, Row};
+use super::report::{EndpointCount, InFlight, Row};
 use super::server::pinned;
 use crate::StoreArgs;
 use crate::output::{Failure, MB, cpu_s_per_gb, mb_per_sec};
@@ -38,6 +38,9 @@ pub struct WorkerDone {
     peak_rss_bytes: u64,
     #[serde(default)]
     endpoints: Vec<EndpointCount>,
+    /// The client's requests in flight at the end, and how many throttles it saw.
+    #[serde(default)]
+    in_flight: Option<InFlight>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -46,7 +49,7 @@ pub(super) fn worker_row(
     // This MPI rank's first reader's place among all `world` readers of every rank.
     (first_rank, world): (usize, usize),
     procs: usize,
-    prefetch: usize,
+    prefetch: Prefetch,
     epochs: u32,
     pin_endpoint: bool,
     store: &StoreArgs,
@@ -157,6 +160,7 @@ pub(super) fn worker_row(
         cpu_s_per_gb: cpu_s_per_gb(cpu, all_bytes),
         peak_rss_mb: dones.iter().map(|d| d.peak_rss_bytes).max().unwrap_or(0) as f64 / MB,
         first_epoch_mb_per_s: first,
+        in_flight: InFlight::sum(dones.iter().filter_map(|d| d.in_flight)),
         endpoints: EndpointCount::sum(dones.into_iter().flat_map(|d| d.endpoints)),
         accelerators: Vec::new(),
         latency: None,
@@ -219,9 +223,10 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
     }
     let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let cpu0 = rusage::this_process().unwrap_or(0.0);
+    let mut window = None;
     for epoch in 0..a.epochs.max(1) {
         let opts = LoaderOptions {
-            prefetch: a.prefetch,
+            prefetch: a.prefetch.window(),
             sharding: Sharding {
                 rank: a.rank,
                 world_size: a.world,
@@ -242,6 +247,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
             }
         }
         let s = loader.stats();
+        window = Some(s.window);
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let line = WorkerEpoch {
             epoch,
@@ -266,6 +272,12 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
                 bytes_read: e.bytes_read,
             })
             .collect(),
+        in_flight: store.congestion().map(|c| InFlight {
+            requests: c.limit,
+            adaptive: c.adaptive,
+            throttled: c.throttled,
+            window: window.unwrap_or(0),
+        }),
     };
     println!("{}", serde_json::to_string(&done).expect("serialisable"));
     Ok(())

@@ -170,7 +170,9 @@ class Client:
     def get_range(
         self, uri: str, offset: int, length: Optional[int] = None, etag: Optional[str] = None
     ) -> Object: ...
-    def get_many(self, uris: Sequence[str], max_in_flight: int = 64) -> List[Object]: ...
+    def get_many(
+        self, uris: Sequence[str], max_in_flight: Optional[int] = None
+    ) -> List[Object]: ...
     def list(self, uri: str, recursive: bool = False) -> List[str]: ...
     def list_objects(self, uri: str, recursive: bool = False) -> Listing: ...
     def stat(self, uri: str) -> StatResult: ...
@@ -205,13 +207,16 @@ class Dataset:
 
 @final
 class Loader:
-    """Reads this reader's shard of a dataset with ``prefetch`` objects in flight.
+    """Reads this reader's shard of a dataset with ``prefetch`` objects in flight (None, the
+    default: twice the requests the client's controller finds the store answers faster with,
+    16 to 512; ``stats()["window"]`` says how many now).
 
     ``order``: "completion" (fastest) or "input"; ``shuffle``/``seed``/``epoch``: a seeded
     permutation, new per epoch; ``rank``/``world_size``/``worker_id``/``num_workers``: this
     reader's shard (disjoint, together complete); objects of at least ``range_threshold``
     bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` (8 MiB), 2**64-1 turns
-    that off; ``max_requests``: HTTP requests in flight; ``memory_budget``: bytes in flight
+    that off; ``max_requests``: HTTP requests in flight (default 256; the client's controller
+    sends fewer where more do not pay); ``memory_budget``: bytes in flight
     (fetching or waiting to be taken; default 256 MiB; objects given without a size are
     sized by a HEAD first; None: no bound but ``prefetch``, and no HEADs);
     ``on_error``: "raise" or "deliver" (failed objects raise from ``__next__`` and reading
@@ -222,7 +227,7 @@ class Loader:
     def __new__(
         cls,
         dataset: Dataset,
-        prefetch: int = 16,
+        prefetch: Optional[int] = None,
         order: str = "completion",
         shuffle: bool = False,
         seed: int = 0,
@@ -235,7 +240,7 @@ class Loader:
         client: Optional[Client] = None,
         range_threshold: Optional[int] = None,
         chunk_size: Optional[int] = None,
-        max_requests: int = 64,
+        max_requests: Optional[int] = None,
         # 268435456 (256 MiB); PyO3's signature shows `...` for a default it cannot spell.
         memory_budget: Optional[int] = ...,
         on_error: str = "raise",
@@ -334,7 +339,7 @@ def get(uri: str) -> Object: ...
 def get_range(
     uri: str, offset: int, length: Optional[int] = None, etag: Optional[str] = None
 ) -> Object: ...
-def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Object]: ...
+def get_many(uris: Sequence[str], max_in_flight: Optional[int] = None) -> List[Object]: ...
 def list(uri: str, recursive: bool = False) -> List[str]: ...
 def list_objects(uri: str, recursive: bool = False) -> Listing: ...
 def stat(uri: str) -> StatResult: ...

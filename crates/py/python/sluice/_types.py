@@ -43,6 +43,11 @@ class LoaderStats(TypedDict):
     batch_gap_p50_ms: float
     """Median time between two ``collect_batch`` returns, milliseconds."""
     batch_gap_max_ms: float
+    window: int
+    """Objects the loader lets be in flight now: ``prefetch``, or (the default) twice the
+    requests its client allows."""
+    congestion: Optional["Congestion"]
+    """The client's requests in flight (``Client.congestion()``); None for local files."""
     endpoints: List["EndpointStats"]
     """What each endpoint of the loader's client has served (that client's counters, shared
     by its loaders); empty for a client of one endpoint."""
@@ -78,13 +83,18 @@ class EndpointStats(TypedDict):
 
 
 class Congestion(TypedDict):
-    """``Client.congestion()``: the client's requests in flight, as its store's throttling set them
-    (AIMD: one more per limit's worth of answers, x0.7 per SlowDown/429/503)."""
+    """``Client.congestion()``: the client's requests in flight, found at run time (doubling
+    while the store's answer rate follows, held where it stops paying) and cut x0.7 per
+    SlowDown/429/503, timeout or reset; fixed when ``SLUICE_MAX_CONNECTIONS`` is set."""
 
     limit: int
     """Requests allowed in flight now."""
     max: int
-    """The bound it never exceeds (``SLUICE_MAX_CONNECTIONS``)."""
+    """The bound it never exceeds (``SLUICE_MAX_CONNECTIONS``, default 256)."""
+    adaptive: bool
+    """Whether the limit is searched for (False: set by ``SLUICE_MAX_CONNECTIONS``)."""
+    rate: float
+    """Answers per second in the controller's last measured round (0 before the first)."""
     throttled: int
     """Answers that asked the client to slow down."""
     cuts: int
