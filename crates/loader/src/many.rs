@@ -2,7 +2,7 @@
 //! [`get_many`]): the loader, in the order given, one GET per object.
 
 use crate::dataset::Dataset;
-use crate::loader::{DEFAULT_MEMORY_BUDGET, FOLLOW_MAX, Loader, LoaderOptions, Object, Order};
+use crate::loader::{FOLLOW_MAX, Loader, LoaderOptions, Object, Order};
 use crate::pool::BufferPool;
 use sluice_core::{ObjectStore, ObjectUri, RangePlanner, Result};
 use std::sync::Arc;
@@ -26,12 +26,11 @@ pub async fn get_many(
         // Sizes are unknown and every object is kept: one GET each into a buffer that grows
         // to fit, not a chunk-sized buffer per small object.
         range_threshold: RangePlanner::NEVER,
-        // The process's pool of default loaders, whose idle bytes the default budget caps:
-        // objects the caller drops give their buffers back, and the next call lands its
-        // bytes in memory already touched.
-        pool: Some(BufferPool::shared(
+        // Its own pool, gone with the call: kept objects must not leave idle buffers behind
+        // in the process's pool (which has no byte cap without a budget).
+        pool: Some(BufferPool::for_prefetch(
             prefetch.unwrap_or(FOLLOW_MAX),
-            Some(DEFAULT_MEMORY_BUDGET),
+            None,
         )),
         ..LoaderOptions::default()
     };
