@@ -151,16 +151,15 @@ struct Window {
 
 impl Window {
     fn new(prefetch: Option<usize>, fetcher: &Fetcher) -> Self {
-        let mut w = Self {
-            slots: Arc::new(Semaphore::new(0)),
-            size: 0,
+        let size = prefetch.unwrap_or_else(|| Self::followed(fetcher));
+        Self {
+            slots: Arc::new(Semaphore::new(size)),
+            size,
             follows: prefetch.is_none(),
-        };
-        w.grow_to(prefetch.unwrap_or_else(|| w.followed(fetcher)));
-        w
+        }
     }
 
-    fn followed(&self, fetcher: &Fetcher) -> usize {
+    fn followed(fetcher: &Fetcher) -> usize {
         let limit = fetcher.store.congestion().map_or(0, |c| c.limit);
         (2 * limit).clamp(FOLLOW_MIN, FOLLOW_MAX)
     }
@@ -175,8 +174,7 @@ impl Window {
     /// Follows the store's limit, where it does; returns the size now.
     fn update(&mut self, fetcher: &Fetcher) -> usize {
         if self.follows {
-            let size = self.followed(fetcher);
-            self.grow_to(size);
+            self.grow_to(Self::followed(fetcher));
         }
         self.size
     }

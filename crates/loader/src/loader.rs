@@ -152,6 +152,17 @@ impl LoaderOptions {
     pub(crate) fn window_max(&self) -> usize {
         self.prefetch.unwrap_or(FOLLOW_MAX)
     }
+
+    /// These options with a buffer pool of their own (`BufferPool::for_prefetch`, sized for
+    /// the largest window and the memory budget), gone with the loader, instead of the
+    /// process's shared one.
+    pub fn with_own_pool(mut self) -> Self {
+        self.pool = Some(BufferPool::for_prefetch(
+            self.window_max(),
+            self.memory_budget,
+        ));
+        self
+    }
 }
 
 /// One delivered object. `data` shares the loader's memory; it returns to the pool when the

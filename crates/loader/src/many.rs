@@ -2,8 +2,7 @@
 //! [`get_many`]): the loader, in the order given, one GET per object.
 
 use crate::dataset::Dataset;
-use crate::loader::{FOLLOW_MAX, Loader, LoaderOptions, Object, Order};
-use crate::pool::BufferPool;
+use crate::loader::{Loader, LoaderOptions, Object, Order};
 use sluice_core::{ObjectStore, ObjectUri, RangePlanner, Result};
 use std::sync::Arc;
 
@@ -26,14 +25,11 @@ pub async fn get_many(
         // Sizes are unknown and every object is kept: one GET each into a buffer that grows
         // to fit, not a chunk-sized buffer per small object.
         range_threshold: RangePlanner::NEVER,
-        // Its own pool, gone with the call: kept objects must not leave idle buffers behind
-        // in the process's pool (which has no byte cap without a budget).
-        pool: Some(BufferPool::for_prefetch(
-            prefetch.unwrap_or(FOLLOW_MAX),
-            None,
-        )),
         ..LoaderOptions::default()
-    };
+    }
+    // Its own pool, gone with the call: kept objects must not leave idle buffers behind in
+    // the process's pool (which has no byte cap without a budget).
+    .with_own_pool();
     let mut loader = Loader::new(store, &dataset, opts)?;
     let mut out = Vec::with_capacity(dataset.len());
     while let Some(obj) = loader.next().await {

@@ -6,7 +6,7 @@ use crate::object::Object;
 use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sluice_loader::{BufferPool, OnError, Order, Sharding};
+use sluice_loader::{OnError, Order, Sharding};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
@@ -270,14 +270,14 @@ impl Loader {
             max_requests: max_requests.unwrap_or(defaults.max_requests),
             memory_budget,
             on_error: parse_on_error(on_error)?,
-            // The loader shares the process's pool for this window across epochs by
-            // default; `reuse_buffers=False` gives this loader a pool of its own.
-            pool: (!reuse_buffers).then(|| {
-                BufferPool::for_prefetch(
-                    prefetch.unwrap_or(sluice_loader::FOLLOW_MAX),
-                    memory_budget,
-                )
-            }),
+            pool: None,
+        };
+        // The loader shares the process's pool for this window across epochs by default;
+        // `reuse_buffers=False` gives this loader a pool of its own.
+        let opts = if reuse_buffers {
+            opts
+        } else {
+            opts.with_own_pool()
         };
         let rt = runtime()?;
         let loader = {
