@@ -1046,6 +1046,38 @@ async fn cp_copies_both_ways_with_wildcards_filters_and_no_clobber() {
     assert!(text(&got).contains("--recursive"), "{}", text(&got));
 }
 
+/// `cp FILE URI` of a file of many parts: each part goes with the CRC taken as the file was
+/// read, which the server checks (400 BadDigest on a mismatch), as it checks the whole
+/// object's at Complete; part sizes that divide the read chunk and ones that do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_of_a_file_sends_each_part_with_the_crc_taken_as_it_was_read() {
+    let s = server().await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("big.bin");
+    let data = sluice_testdata::pattern::generate("cp/big", (37 << 20) + 3);
+    std::fs::write(&path, &data).unwrap();
+    for part in ["5MiB", "7MiB"] {
+        let key = format!("cp/big-{part}");
+        let up = command(&s)
+            .args([
+                "cp",
+                path.to_str().unwrap(),
+                &format!("s3://sluice-test/{key}"),
+            ])
+            .env("SLUICE_MULTIPART_THRESHOLD", "5MiB")
+            .env("SLUICE_MULTIPART_PART_SIZE", part)
+            .env("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
+            .output()
+            .unwrap();
+        assert!(up.status.success(), "{part}: {}", text(&up));
+        let stored = s.storage().get(DEFAULT_BUCKET, &key).unwrap();
+        assert!(
+            stored.data == data,
+            "{part}: the object is the file's bytes"
+        );
+    }
+}
+
 /// `cp - URI` reads stdin into one object (streamed, multipart when large); `cp URI -`
 /// writes it to stdout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 //! payload into parts (zero-copy slices), upload a few at a time with retries, complete, and
 //! abort if anything fails so no orphaned parts keep costing storage.
 
-use crate::checksum::Crc;
+use crate::checksum::{Crc, HOT, Pieces, Tally};
 use crate::error::{Error, Result};
 use crate::object::{ObjectMeta, PutInfo, same_etag};
 use crate::put_options::{Attributes, PutMode, PutOptions};
@@ -12,6 +12,7 @@ use crate::uri::ObjectUri;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
+use std::ops::Range;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 
@@ -472,8 +473,8 @@ pub struct MultipartWriter {
     upload: AbortGuard,
     /// Bytes written but not yet cut into a part (less than one part).
     pending: BytesMut,
-    /// Their CRC, when checksums are on and any are pending.
-    pending_crc: Option<Crc>,
+    /// Their CRC, taken as they were copied in, when checksums are on.
+    pending_crc: Option<Tally>,
     next_part: u32,
     in_flight: JoinSet<Result<UploadedPart>>,
     done: Vec<UploadedPart>,
@@ -610,29 +611,62 @@ impl MultipartWriter {
         self.opts.checksums.then(|| Crc::of(bytes))
     }
 
-    /// The bytes pending, as a part, with their CRC.
-    fn take_pending(&mut self) -> (Bytes, Option<Crc>) {
-        let crc = self.pending_crc.take();
-        (self.pending.split().freeze(), crc)
+    /// The CRC of `whole[range]` when checksums are on: from the caller's `pieces` of
+    /// `whole` where given, else read from the bytes.
+    fn crc_in(&self, whole: &[u8], range: Range<usize>, pieces: Option<&Pieces>) -> Option<Crc> {
+        match pieces {
+            Some(p) => self.opts.checksums.then(|| p.crc_of(whole, range)),
+            None => self.crc(&whole[range]),
+        }
     }
 
-    async fn write_inner(&mut self, mut data: Bytes) -> Result<()> {
+    /// Appends `bytes` to `pending`, a step that stays in cache at a time, each step summed
+    /// right after its copy (when checksums are on).
+    fn append_pending(&mut self, bytes: &[u8]) {
+        if !self.opts.checksums {
+            self.pending.extend_from_slice(bytes);
+            return;
+        }
+        let tally = self.pending_crc.get_or_insert_with(|| Tally::new(u64::MAX));
+        for step in bytes.chunks(HOT) {
+            self.pending.extend_from_slice(step);
+            tally.update(step);
+        }
+    }
+
+    /// The bytes pending, as a part, with their CRC (when checksums are on).
+    fn take_pending(&mut self) -> (Bytes, Option<Crc>) {
+        let part = self.pending.split().freeze();
+        let crc = match self.pending_crc.take() {
+            Some(tally) => Some(tally.finish().whole()),
+            None => self.crc(&part),
+        };
+        (part, crc)
+    }
+
+    /// Cuts `data` into parts; `pieces`, when given, are CRCs of `data` taken as it was
+    /// produced, combined here instead of reading the bytes again.
+    async fn write_inner(&mut self, data: Bytes, pieces: Option<&Pieces>) -> Result<()> {
         let part_len = self.part_len();
+        let whole = data.clone();
+        let (mut data, mut at) = (data, 0usize);
         while !data.is_empty() {
             if self.pending.is_empty() && data.len() >= part_len {
                 // A whole part inside the caller's buffer: sent without a copy.
                 let part = data.split_to(part_len);
-                let crc = self.crc(&part);
+                let crc = self.crc_in(&whole, at..at + part_len, pieces);
+                at += part_len;
                 self.send(part, crc).await?;
                 continue;
             }
-            let take = (part_len - self.pending.len()).min(data.len());
-            let piece = data.split_to(take);
-            self.pending.extend_from_slice(&piece);
-            if let Some(crc) = self.crc(&piece) {
-                let so_far = self.pending_crc.unwrap_or_else(|| Crc::of(&[]));
-                self.pending_crc = Some(so_far.then(crc));
+            if self.pending.capacity() == 0 {
+                // A part's room at once: grown by doubling, it would be copied again.
+                self.pending.reserve(part_len);
             }
+            // Copied, and summed as it is copied: cheaper than combining known CRCs.
+            let take = (part_len - self.pending.len()).min(data.len());
+            self.append_pending(&data.split_to(take));
+            at += take;
             if self.pending.len() == part_len {
                 let (part, crc) = self.take_pending();
                 self.send(part, crc).await?;
@@ -642,9 +676,7 @@ impl MultipartWriter {
     }
 
     async fn finish_inner(&mut self) -> Result<WriteInfo> {
-        let (rest, pending_crc) = self.take_pending();
-        // Nothing written at all: the CRC of no bytes.
-        let crc = pending_crc.or_else(|| self.crc(&rest));
+        let (rest, crc) = self.take_pending();
         if self.upload.upload_id.is_none() {
             let etag = put_whole(
                 self.api.as_ref(),
@@ -686,18 +718,28 @@ impl MultipartWriter {
     }
 }
 
-#[async_trait]
-impl ObjectWriter for MultipartWriter {
-    async fn write(&mut self, data: Bytes) -> Result<()> {
+impl MultipartWriter {
+    async fn write_checked(&mut self, data: Bytes, pieces: Option<&Pieces>) -> Result<()> {
         self.state.check_open(&self.uri.to_string())?;
         // Failed until this call completes: if its future is dropped half-way (Ctrl-C in
         // Python), bytes may be missing, so the object must never be completed.
         self.state = WriterState::Failed;
         self.written += data.len() as u64;
-        let r = self.write_inner(data).await;
+        let r = self.write_inner(data, pieces).await;
         self.or_abort(r).await?;
         self.state = WriterState::Open;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl ObjectWriter for MultipartWriter {
+    async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.write_checked(data, None).await
+    }
+
+    async fn write_with_pieces(&mut self, data: Bytes, pieces: Pieces) -> Result<()> {
+        self.write_checked(data, Some(&pieces)).await
     }
 
     async fn finish(&mut self) -> Result<WriteInfo> {
@@ -1017,6 +1059,50 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    /// CRC pieces of `data`, taken in uneven runs as reads would land.
+    fn tallied(data: &[u8]) -> Pieces {
+        let mut tally = Tally::new(5 * MIB as u64);
+        for run in data.chunks(300_007) {
+            tally.update(run);
+        }
+        tally.finish()
+    }
+
+    #[tokio::test]
+    async fn a_writer_combines_the_crcs_it_is_given_instead_of_reading_again() {
+        let fake = Arc::new(Fake::default());
+        let mut w = writer(&fake, 5 * MIB, 2);
+        let data: Vec<u8> = (0..(27 * MIB + 5)).map(|i| (i % 253) as u8).collect();
+        // Writes of two parts and a bit, each with pieces of a part from its start: the
+        // first write's parts are its pieces; the next ones start with bytes pending, so
+        // their parts cut across pieces.
+        for chunk in data.chunks(10 * MIB + 5) {
+            let bytes = Bytes::copy_from_slice(chunk);
+            w.write_with_pieces(bytes, tallied(chunk)).await.unwrap();
+        }
+        let info = w.finish().await.unwrap();
+        assert_eq!(info.parts, 6);
+        // The fake checks each part's CRC against its bytes, as S3 does.
+        assert_eq!(
+            *fake.completed_checksum.lock().unwrap(),
+            Some(Crc::of(&data))
+        );
+
+        // Pieces of other bytes of the same length: the writer used them (and the store
+        // refused the part), so the bytes were not read again.
+        let fake = Arc::new(Fake::default());
+        let mut w = writer(&fake, 5 * MIB, 2);
+        let other = vec![7u8; 6 * MIB];
+        let sent = w
+            .write_with_pieces(Bytes::from(data[..6 * MIB].to_vec()), tallied(&other))
+            .await;
+        let finished = w.finish().await;
+        assert!(
+            sent.is_err() || finished.is_err(),
+            "a part sent with a CRC that is not its bytes' must fail"
+        );
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 //! its expected length, so filling it never reallocates and the segments stay adjacent in
 //! memory; `BytesMut::unsplit` then rejoins them without a copy.
 
+use crate::checksum::{HOT, Pieces, Tally};
 use bytes::{Bytes, BytesMut};
 
 /// A fill went wrong: more bytes than the segment holds, or a declared length that does not
@@ -76,6 +77,8 @@ pub struct Segment {
     /// When the first body byte arrived (time to first byte, for `sluice bench`); one clock
     /// read per segment.
     first_byte: Option<std::time::Instant>,
+    /// The CRC of the bytes kept, taken as they land (`tallied`).
+    tally: Option<Tally>,
 }
 
 #[derive(Debug)]
@@ -101,6 +104,7 @@ impl Segment {
             data: Data::Kept(buf),
             expected,
             first_byte: None,
+            tally: None,
         }
     }
 
@@ -115,6 +119,7 @@ impl Segment {
             },
             expected: Some(len),
             first_byte: None,
+            tally: None,
         }
     }
 
@@ -156,6 +161,26 @@ impl Segment {
             buf.reserve(len);
         }
         Self::kept(buf, Some(len))
+    }
+
+    /// Takes the CRC of the bytes as they land, while they are still in cache (reads land
+    /// at most [`HOT`] bytes at a time), one CRC per `piece` bytes — where a writer will cut
+    /// its parts, so it can checksum them without reading them again: see [`Pieces`] and
+    /// `freeze_with_pieces`. A counting segment keeps no bytes and takes no CRC.
+    pub fn tallied(mut self, piece: u64) -> Self {
+        if matches!(self.data, Data::Kept(_)) {
+            self.tally = Some(Tally::new(piece));
+        }
+        self
+    }
+
+    /// The most one read should land at once: [`HOT`] when tallied, so it is summed hot.
+    fn read_cap(&self, max: usize) -> usize {
+        if self.tally.is_some() {
+            max.min(HOT)
+        } else {
+            max
+        }
     }
 
     /// When the first body byte was written into this segment (kept across `reset`: a
@@ -227,9 +252,16 @@ impl Segment {
             }
         }
         self.mark_first_byte(data.len());
-        match &mut self.data {
-            Data::Kept(buf) => buf.extend_from_slice(data),
-            Data::Counted { written, .. } => *written += data.len(),
+        match (&mut self.data, &mut self.tally) {
+            // A piece at a time, each summed right after its copy.
+            (Data::Kept(buf), Some(tally)) => {
+                for step in data.chunks(HOT) {
+                    buf.extend_from_slice(step);
+                    tally.update(step);
+                }
+            }
+            (Data::Kept(buf), None) => buf.extend_from_slice(data),
+            (Data::Counted { written, .. }, _) => *written += data.len(),
         }
         Ok(())
     }
@@ -251,7 +283,7 @@ impl Segment {
         max: usize,
     ) -> std::io::Result<usize> {
         use std::os::fd::AsRawFd;
-        let max = self.remaining().map_or(max, |r| r.min(max));
+        let max = self.read_cap(self.remaining().map_or(max, |r| r.min(max)));
         let offset = libc::off_t::try_from(offset).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "file offset out of range")
         })?;
@@ -279,7 +311,7 @@ impl Segment {
         reader: std::pin::Pin<&mut R>,
         max: usize,
     ) -> std::task::Poll<std::io::Result<usize>> {
-        let max = self.remaining().map_or(max, |r| r.min(max));
+        let max = self.read_cap(self.remaining().map_or(max, |r| r.min(max)));
         if max == 0 {
             return std::task::Poll::Ready(Ok(0));
         }
@@ -335,9 +367,14 @@ impl Segment {
     unsafe fn advance(&mut self, n: usize) {
         self.mark_first_byte(n);
         match &mut self.data {
-            // SAFETY: the caller's promise: those bytes lie past the length, within the
-            // capacity `spare` reserved, and are initialised.
-            Data::Kept(buf) => unsafe { buf.set_len(buf.len() + n) },
+            Data::Kept(buf) => {
+                // SAFETY: the caller's promise: those bytes lie past the length, within the
+                // capacity `spare` reserved, and are initialised.
+                unsafe { buf.set_len(buf.len() + n) };
+                if let Some(tally) = &mut self.tally {
+                    tally.update(&buf[buf.len() - n..]);
+                }
+            }
             // The scratch's bytes are never read: counted, they have served.
             Data::Counted { written, .. } => *written += n,
         }
@@ -346,7 +383,16 @@ impl Segment {
     /// Drops everything written after the first `len` bytes (to read them again).
     pub fn truncate(&mut self, len: usize) {
         match &mut self.data {
-            Data::Kept(buf) => buf.truncate(len),
+            Data::Kept(buf) => {
+                buf.truncate(len);
+                // Rare (a read resumed mid-body): the CRC of what stays is taken again.
+                if let Some(tally) = &mut self.tally
+                    && tally.len() != buf.len() as u64
+                {
+                    tally.clear();
+                    tally.update(buf);
+                }
+            }
             Data::Counted { written, .. } => *written = (*written).min(len),
         }
     }
@@ -364,6 +410,12 @@ impl Segment {
     pub fn freeze(self) -> Result<Bytes, SegmentError> {
         self.check_complete(0)?;
         Ok(self.into_kept()?.freeze())
+    }
+
+    /// As `freeze`, with the CRC pieces of a `tallied` segment (`None` when it was not).
+    pub fn freeze_with_pieces(mut self) -> Result<(Bytes, Option<Pieces>), SegmentError> {
+        let pieces = self.tally.take().map(Tally::finish);
+        Ok((self.freeze()?, pieces))
     }
 
     fn into_kept(self) -> Result<BytesMut, SegmentError> {
@@ -540,6 +592,38 @@ mod tests {
         assert_eq!(read_once(&mut counted, &mut src, 2), 2);
         assert_eq!(read_once(&mut counted, &mut src, 100), 1);
         assert!(counted.is_complete() && counted.as_slice().is_none());
+    }
+
+    #[test]
+    fn a_tallied_segment_has_the_crc_of_what_it_kept_however_it_landed() {
+        use crate::checksum::Crc;
+        const PIECE: usize = 3 * HOT / 2;
+        let data: Vec<u8> = (0..(2 * PIECE + 777) as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+            .collect();
+        let mut seg = Segment::exact(data.len()).tallied(PIECE as u64);
+        // A socket read is cut to what stays hot, whatever it is offered.
+        let mut src: &[u8] = &data;
+        assert_eq!(read_once(&mut seg, &mut src, usize::MAX), HOT);
+        let mut src: &[u8] = &data[HOT..PIECE];
+        while read_once(&mut seg, &mut src, usize::MAX) > 0 {}
+        // A write of more than a piece, then a read resumed after dropping some bytes.
+        seg.write(&data[PIECE..PIECE + PIECE / 2 + 3]).unwrap();
+        seg.truncate(PIECE + 10);
+        let mut src: &[u8] = &data[PIECE + 10..];
+        while read_once(&mut seg, &mut src, usize::MAX) > 0 {}
+        let (bytes, pieces) = seg.freeze_with_pieces().unwrap();
+        assert_eq!(bytes, data);
+        let pieces = pieces.expect("tallied");
+        assert_eq!(pieces.len(), data.len() as u64);
+        for range in [0..data.len(), 3..PIECE + 5, PIECE..2 * PIECE] {
+            assert_eq!(pieces.crc_of(&bytes, range.clone()), Crc::of(&data[range]));
+        }
+        // Untallied: no pieces, and reads not cut.
+        let mut plain = Segment::exact(data.len());
+        let mut src: &[u8] = &data;
+        assert_eq!(read_once(&mut plain, &mut src, usize::MAX), data.len());
+        assert_eq!(plain.freeze_with_pieces().unwrap().1, None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! `part_size × (max_in_flight + 1)` whatever the object's size. S3 stores implement it
 //! with `multipart::MultipartWriter`; the file system store with a temporary file.
 
+use crate::checksum::Pieces;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::put_options::PutOptions;
@@ -90,6 +91,13 @@ pub struct WriteInfo {
 pub trait ObjectWriter: Send + Sync + std::fmt::Debug {
     /// Appends `data`; waits while the parts in flight are at their limit.
     async fn write(&mut self, data: Bytes) -> Result<()>;
+    /// As `write`, with CRCs of `data` taken as it was produced (a tallied
+    /// [`Segment`](crate::Segment)): a writer that checksums its parts combines them instead
+    /// of reading the bytes again. Writers that take no checksums ignore them.
+    async fn write_with_pieces(&mut self, data: Bytes, pieces: Pieces) -> Result<()> {
+        let _ = pieces;
+        self.write(data).await
+    }
     /// Sends what remains and makes the object visible.
     async fn finish(&mut self) -> Result<WriteInfo>;
     /// Discards everything written.

@@ -1,0 +1,251 @@
+"""The object calls of :mod:`sluice.compat.s3dlio`: get, put, list, delete, stat, ..."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from sluice import _native
+
+from ._config import _ON, _client, _env
+from ._errors import InvalidArgumentError, StorageError, _errors
+
+_builtin_list = list
+
+# --- objects
+
+
+BytesView = _native.BytesView
+"""s3dlio's zero-copy result: a ``sluice.Object`` (buffer protocol, ``memoryview()``,
+``to_bytes()``, ``len``) named and printed as s3dlio's."""
+_view = _native.bytes_view
+
+
+@_errors
+def get(uri: str) -> BytesView:
+    """The whole object, as a read-only buffer (``len``, ``bytes()``, ``memoryview()``)."""
+    return _view(_client().get(uri))
+
+
+@_errors
+def get_range(uri: str, offset: int, length: Optional[int] = None) -> BytesView:
+    """``length`` bytes from ``offset``; to the end when ``length`` is None or 0 (as s3dlio)."""
+    return _view(_client().get_range(uri, offset, length or None))
+
+
+@_errors
+def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Tuple[str, BytesView]]:
+    """``(uri, data)`` for every URI, in input order, ``max_in_flight`` at a time."""
+    uris = _builtin_list(uris)
+    return [(u, _view(o)) for u, o in zip(uris, _client().get_many(uris, max_in_flight))]
+
+
+def _truthy(name: str) -> bool:
+    v = _env(name)
+    return v is not None and v.lower() in _ON
+
+
+def _bytes_like(data: Any) -> Any:
+    """`data` as something with the buffer protocol: itself when it has one (no copy),
+    else what its ``__bytes__`` returns. Anything else is a ``TypeError`` — not, as
+    s3dlio's ``bytes(data)`` fallback does, an integer turned into that many zero bytes."""
+    try:
+        memoryview(data)
+        return data
+    except TypeError:
+        pass
+    to_bytes = getattr(type(data), "__bytes__", None)
+    if to_bytes is not None:
+        out = to_bytes(data)
+        if isinstance(out, bytes):
+            return out
+    raise TypeError(
+        f"Cannot convert data to bytes: {type(data).__name__}. Expected bytes-like object "
+        "(bytes, bytearray, memoryview, BytesView, a numpy array) or one with __bytes__"
+    )
+
+
+@_errors
+def put_bytes(uri: str, data: Any) -> None:
+    """Uploads a bytes-like object, or one with ``__bytes__`` (multipart when large). With
+    S3DLIO_PUT_VERIFY on, the stored size is checked afterwards."""
+    data = _bytes_like(data)
+    client = _client()
+    client.put(uri, data)
+    if _truthy("S3DLIO_PUT_VERIFY"):
+        want = memoryview(data).nbytes
+        got = client.stat(uri)["size"]
+        if got != want:
+            raise StorageError(
+                f"{uri}: stored {got} bytes after a put of {want} (S3DLIO_PUT_VERIFY)"
+            )
+
+
+def put_bytes_async(uri: str, data: Any) -> Any:
+    """``put_bytes`` on a thread of the running event loop: returns an ``asyncio.Future`` to
+    await (as s3dlio's, a plain function; bad data raises here, not when awaited)."""
+    import asyncio
+
+    data = _bytes_like(data)
+    return asyncio.get_running_loop().run_in_executor(None, put_bytes, uri, data)
+
+
+@_errors
+def put_many(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> None:
+    """Uploads every ``(uri, data)``, ``max_in_flight`` at a time; the first error is raised
+    once the others have finished."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [(uri, _bytes_like(data)) for uri, data in items]
+    if max_in_flight < 1:
+        raise InvalidArgumentError(f"max_in_flight must be at least 1, got {max_in_flight}")
+    client = _client()
+    with ThreadPoolExecutor(max_workers=min(max_in_flight, max(len(pairs), 1))) as pool:
+        for f in [pool.submit(client.put, uri, data) for uri, data in pairs]:
+            f.result()
+
+
+def put_many_async(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> Any:
+    """``put_many`` on a thread of the running event loop: an ``asyncio.Future``."""
+    import asyncio
+
+    items = _builtin_list(items)
+    return asyncio.get_running_loop().run_in_executor(None, put_many, items, max_in_flight)
+
+
+def _split_prefix(uri: str) -> Tuple[str, str]:
+    """s3dlio's listing rule: up to the last ``/`` is the prefix; the rest is a regular
+    expression searched in each key below it. A local path naming a directory (or an S3 URI
+    of a bare bucket) is that whole directory."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise InvalidArgumentError(
+            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
+        )
+    if scheme == "s3" and "/" not in rest:
+        return uri + "/", ""
+    if scheme in ("file", "direct") and not rest.endswith("/") and os.path.isdir(rest):
+        return uri + "/", ""
+    cut = uri.rfind("/") + 1
+    return uri[:cut], uri[cut:]
+
+
+def _regex(text: str, what: str) -> "re.Pattern[str]":
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise InvalidArgumentError(
+            f"{what} {text!r} is not a valid regular expression: {e}"
+        ) from None
+
+
+@_errors
+def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> List[str]:  # noqa: A001
+    """Full URIs under ``uri``, sorted. Without ``recursive``, sub-prefixes come as URIs
+    ending in ``/``. The part of ``uri`` after its last ``/`` and ``pattern`` are regular
+    expressions, searched in each key relative to the prefix and to ``uri`` respectively."""
+    base, tail = _split_prefix(uri)
+    entries = _client().list(base, recursive)
+    if tail:
+        rx = _regex(tail, "the last part of the URI")
+        entries = [e for e in entries if e.endswith("/") or rx.search(e[len(base) :])]
+    if pattern is not None:
+        prx = _regex(pattern, "pattern")
+        root = uri if uri.endswith("/") else uri + "/"
+        entries = [e for e in entries if prx.search(e[len(root) :] if e.startswith(root) else e)]
+    return sorted(entries)
+
+
+@_errors
+def delete(uri: str, recursive: bool = False) -> None:
+    """Deletes the object; with ``recursive``, a URI ending in ``/`` or a glob (``*``, ``?``
+    in the last part), every object it matches. Missing objects are not an error."""
+    client = _client()
+    last = uri[uri.rfind("/") + 1 :]
+    if not (recursive or uri.endswith("/") or "*" in last or "?" in last):
+        client.delete(uri)
+        return
+    if recursive and not uri.endswith("/") and "*" not in last and "?" not in last:
+        # A "directory" named without its slash: it and what is below it, not its siblings
+        # that share the prefix (p2/ for p).
+        client.delete(uri)
+        uri += "/"
+        last = ""
+    base = uri[: uri.rfind("/") + 1]
+    matches = fnmatch.fnmatchcase if ("*" in last or "?" in last) else None
+    for u in client.list(base if matches else uri, True):
+        if u.endswith("/"):
+            continue
+        rel = u[len(base) :]
+        # A glob matches within its directory, as in a shell: `*` does not cross `/`.
+        if matches is None or ("/" not in rel and matches(rel, last)):
+            client.delete(u)
+
+
+_STAT_KEYS = (
+    "content_type",
+    "content_language",
+    "content_encoding",
+    "cache_control",
+    "content_disposition",
+    "expires",
+    "storage_class",
+    "server_side_encryption",
+    "ssekms_key_id",
+    "sse_customer_algorithm",
+    "version_id",
+    "replication_status",
+)
+
+
+@_errors
+def stat(uri: str) -> dict:
+    """s3dlio's 16 keys: size, last_modified (RFC 3339, UTC), etag, the header fields sluice
+    does not track (None) and metadata ({})."""
+    d = _client().stat(uri)
+    lm = d.get("last_modified")
+    out: Dict[str, Any] = {
+        "size": d["size"],
+        "last_modified": None
+        if lm is None
+        else datetime.fromtimestamp(lm, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "etag": d.get("etag"),
+    }
+    out.update({k: None for k in _STAT_KEYS})
+    if not uri.startswith("s3://"):
+        out["storage_class"] = "STANDARD"
+    out["metadata"] = {}
+    return out
+
+
+def exists(uri: str) -> bool:
+    """Whether the object can be stat'ed: False on any error, as in s3dlio."""
+    try:
+        _client().stat(uri)
+        return True
+    except Exception:
+        return False
+
+
+@_errors
+def generate_npz_bytes(shape: Sequence[int], dtype: str = "<f4", num_samples: int = 1) -> bytes:
+    """A valid .npz as s3dlio generates it: ``x`` of exactly ``shape`` (DLIO passes the
+    sample count inside it), incompressible pseudo-random bytes, the same on every call;
+    ``y``, ``num_samples`` int64 zeros."""
+    dims = _builtin_list(shape)
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape {dims!r} must be non-negative integers")
+    if num_samples < 0:
+        raise InvalidArgumentError(f"num_samples must not be negative, got {num_samples}")
+    m = re.fullmatch(r"([<>|=]?)([biufc])(\d+)", dtype)
+    if m is None:
+        raise InvalidArgumentError(
+            f"dtype {dtype!r} is not a numpy type string such as '<f4' or '|u1'"
+        )
+    order, kind, size = m.groups()
+    itemsize = int(size)
+    descr = ("|" if itemsize == 1 else (order if order in "<>" and order else "<")) + kind + size
+    return _native.random_npz(dims, descr, itemsize, num_samples)
