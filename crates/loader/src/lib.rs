@@ -25,6 +25,7 @@ mod many;
 pub mod pool;
 pub mod shm;
 pub mod stats;
+pub mod trim;
 
 /// The tests run under the allocator the binaries install, so that `shm`'s are real.
 #[cfg(test)]

@@ -45,6 +45,8 @@ impl BufferPool {
     /// together, and keeping them spares the next batch fresh pages without raising the
     /// peak (they were all alive at once before).
     pub fn new(max_idle: usize, max_idle_bytes: usize) -> Arc<Self> {
+        // What the pool frees goes back to the kernel, not only to glibc (see `trim`).
+        crate::trim::start();
         Arc::new(Self {
             state: Mutex::default(),
             max_idle,

@@ -38,6 +38,7 @@ faults and the workloads' choices repeat (timing still varies).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import faulthandler
 import hashlib
 import json
@@ -499,18 +500,56 @@ def proc_status() -> Dict[str, int]:
     return out
 
 
+def heap_free() -> Optional[int]:
+    """Bytes glibc's heaps hold free (mallinfo2's fordblks), resident or not: sluice's
+    trimmer hands their pages back to the kernel but they stay counted here. None off
+    glibc."""
+    try:
+        libc = ctypes.CDLL(None)
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = Mallinfo2
+    return int(fn().fordblks)
+
+
+class Mallinfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (ten size_t fields)."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
 @dataclass
 class Sample:
     minutes: float
     rss: int
     fds: int
     threads: int
+    heap_free: Optional[int]
 
 
 def sample(start: float) -> Sample:
     st = proc_status()
     return Sample(
-        (time.monotonic() - start) / 60, st["rss"], len(os.listdir("/proc/self/fd")), st["threads"]
+        (time.monotonic() - start) / 60,
+        st["rss"],
+        len(os.listdir("/proc/self/fd")),
+        st["threads"],
+        heap_free(),
     )
 
 
@@ -521,6 +560,7 @@ def status_line(stats: Stats, s: Sample, label: str = "") -> str:
         f"soak: {s.minutes:5.2f} min{label}  ops {ops}  verified {stats.bytes_verified / 1e9:.2f} GB"
         f"  wrong {stats.wrong_bytes}  errors {sum(stats.errors.values())} ({errs})"
         f"  rss {s.rss / MiB:.1f} MiB  fds {s.fds}  threads {s.threads}"
+        + ("" if s.heap_free is None else f"  heap free {s.heap_free / MiB:.1f} MiB")
     )
 
 
@@ -970,20 +1010,27 @@ def flat_check(
     slack: float,
     unit: Callable[[float], str],
 ) -> Tuple[bool, str]:
-    """The average of the last samples against the first sample after warm-up."""
+    """The average of the last samples against the average of as many samples from the end
+    of warm-up: with the heap trimmed, RSS moves down as well as up from minute to minute
+    (±50 MiB in a 30-minute run), so one sample is no baseline; a leak moves the average."""
     warm = max(BASELINE_MINUTE, samples[-1].minutes / 3) if samples else BASELINE_MINUTE
-    base = next((s for s in samples if s.minutes >= warm), None)
-    after = [s for s in samples if base is not None and s.minutes > base.minutes]
-    if base is None or not after:
-        return False, f"{name}: no samples after minute {warm:g} to compare"
-    last = after[-LAST_SAMPLES:]
-    avg = sum(get(s) for s in last) / len(last)
-    limit = get(base) * (1 + growth) + slack
-    ok = avg <= limit
+    after_warm = [s for s in samples if s.minutes >= warm]
+    first = after_warm[:LAST_SAMPLES]
+    last = after_warm[LAST_SAMPLES:][-LAST_SAMPLES:]
+    if not first or not last:
+        return False, f"{name}: too few samples after minute {warm:g} to compare"
+
+    def avg(group: List[Sample]) -> float:
+        return sum(get(s) for s in group) / len(group)
+
+    def minutes(group: List[Sample]) -> str:
+        return ", ".join(f"{s.minutes:.2f}" for s in group)
+
+    limit = avg(first) * (1 + growth) + slack
+    ok = avg(last) <= limit
     return ok, (
-        f"{name}: at minute {base.minutes:.2f} {unit(get(base))}; average of the last {len(last)} samples "
-        f"(minutes {', '.join(f'{s.minutes:.2f}' for s in last)}) {unit(avg)}; limit {unit(limit)} "
-        f"(+{growth:.0%} + {unit(slack)})"
+        f"{name}: average of minutes {minutes(first)} {unit(avg(first))}; of minutes {minutes(last)} "
+        f"{unit(avg(last))}; limit {unit(limit)} (+{growth:.0%} + {unit(slack)})"
     )
 
 
