@@ -396,10 +396,28 @@ def test_endpoint_precedence_is_s3dlios(server, prefix):
 
 
 def test_old_invented_variable_names_are_gone():
+    import glob
+
     import sluice.compat.s3dlio as mod
 
-    src = open(mod.__file__).read()
-    assert "S3DLIO_MAX_RETRIES" not in src and "S3DLIO_TIMEOUT_SECS" not in src
+    # A package: every module of it.
+    files = glob.glob(os.path.join(os.path.dirname(mod.__file__), "*.py"))
+    assert len(files) > 1, files
+    for path in files:
+        src = open(path).read()
+        assert "S3DLIO_MAX_RETRIES" not in src and "S3DLIO_TIMEOUT_SECS" not in src, path
+
+
+def test_the_alias_serves_the_package_modules_once():
+    """`import s3dlio.<submodule>` under the alias gets the module sluice already loaded, not
+    a second copy with a client cache of its own."""
+    code = (
+        "from sluice.compat import alias; alias.install(); "
+        "import s3dlio, s3dlio._config, sluice.compat.s3dlio as m, sluice.compat.s3dlio._config as c; "
+        "print(s3dlio is m, s3dlio._config is c, s3dlio._clients is c._clients)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"], out.stdout + out.stderr
 
 
 STAND_IN = (

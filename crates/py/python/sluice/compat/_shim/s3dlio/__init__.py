@@ -12,3 +12,8 @@ import sys
 from sluice.compat import s3dlio as _impl
 
 sys.modules[__name__] = _impl
+# Its private submodules too, under this name: `import s3dlio._config` would otherwise load a
+# second copy of one (its own client cache and locks) from the package's directory.
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith(_impl.__name__ + "."):
+        sys.modules[__name__ + _name[len(_impl.__name__) :]] = _module
