@@ -462,13 +462,7 @@ async fn read(
         if_match: etag,
     };
     let len = usize::try_from(len).unwrap_or(usize::MAX);
-    let buf = pool.try_take(len).ok_or_else(|| {
-        Error::integrity(
-            src.to_string(),
-            format!("cannot allocate {len} bytes to copy"),
-        )
-    })?;
-    let mut seg = Segment::from_buffer(buf, len);
+    let mut seg = Segment::from_buffer(pool.take_for(src, len)?, len);
     if let Some(piece) = tally {
         seg = seg.tallied(piece);
     }

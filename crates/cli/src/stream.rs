@@ -221,10 +221,7 @@ async fn read_range(
     // Bytes that are neither checked nor written are only counted: each body frame is
     // dropped where the client stack read it, as `curl -o /dev/null` does, with no copy.
     let mut seg = if plan.verify || out.is_some() {
-        let buf = pool.try_take(to_usize(len)).ok_or_else(|| {
-            sluice_core::Error::integrity(obj.uri.to_string(), "no memory for a range")
-        })?;
-        Segment::from_buffer(buf, to_usize(len))
+        Segment::from_buffer(pool.take_for(&obj.uri, to_usize(len))?, to_usize(len))
     } else {
         Segment::counting(to_usize(len))
     };

@@ -89,8 +89,9 @@ pub const HOT: usize = 128 << 10;
 /// they were read from a file or a socket, see [`Tally`]). A writer that cuts the bytes into
 /// parts uses a piece that is exactly a part as the part's CRC instead of reading the part
 /// again: a CRC pass over bytes already evicted from cache cost 7% of `sluice cp`'s CPU
-/// samples, the same CRC taken as the bytes landed 3% (see [`HOT`]). Pieces are best cut where the parts will be: combining CRCs
-/// (`crc-fast`'s `checksum_combine`, GF(2) matrix squaring) costs tens of µs each.
+/// samples, the same CRC taken as the bytes landed 3% (see [`HOT`]). Pieces are best cut
+/// where the parts will be: combining CRCs (`crc-fast`'s `checksum_combine`, GF(2) matrix
+/// squaring) costs tens of µs each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pieces(Vec<Crc>);
 

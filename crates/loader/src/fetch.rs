@@ -32,16 +32,6 @@ pub struct Fetched {
 }
 
 impl Fetcher {
-    /// Memory for `len` bytes of `uri`, or an error naming it when there is none to be had.
-    fn buffer(&self, uri: &ObjectUri, len: usize) -> Result<bytes::BytesMut> {
-        self.pool.try_take(len).ok_or_else(|| {
-            Error::integrity(
-                uri.to_string(),
-                format!("cannot allocate {len} bytes for this object"),
-            )
-        })
-    }
-
     /// Reads `uri`, of `size` when known, pinned to version `etag` when known (else to the
     /// first response's): the bytes delivered are always one version of the object, whole.
     /// Under a budget, `memory` covers each request's bytes before it goes out and is
@@ -74,7 +64,7 @@ impl Fetcher {
             None => {
                 cover(memory, size).await;
                 complete(memory);
-                let mut seg = Segment::from_buffer(self.buffer(uri, len)?, len);
+                let mut seg = Segment::from_buffer(self.pool.take_for(uri, len)?, len);
                 let info = self.get_into(uri, None, etag, &mut seg).await?;
                 same_size(uri, size, info.object_size)?;
                 Ok(Fetched {
@@ -113,7 +103,7 @@ impl Fetcher {
         // From the pool: a fresh chunk-sized allocation per object would be page-faulted in
         // every time (measured: the s3dlio-compatible loop, which never knows sizes, read
         // at 0.82-0.87x of a listed dataset before this).
-        let mut seg = Segment::growable_in(self.buffer(uri, to_usize(uri, chunk)?)?);
+        let mut seg = Segment::growable_in(self.pool.take_for(uri, to_usize(uri, chunk)?)?);
         let info = match self.get_into(uri, Some(first), None, &mut seg).await {
             // S3 answers a range on an empty object with 416: read it plainly.
             Err(Error::Service { status: 416, .. }) => {
@@ -194,7 +184,7 @@ impl Fetcher {
             .iter()
             .map(|r| r.len().expect("planned ranges are bounded") as usize)
             .collect();
-        let mut segments = SegmentedBuffer::split_buffer(self.buffer(uri, len)?, &lens);
+        let mut segments = SegmentedBuffer::split_buffer(self.pool.take_for(uri, len)?, &lens);
         let skip = match head {
             Some(bytes) => {
                 segments[0]

@@ -29,7 +29,7 @@ const MIN_LEN: usize = 4 << 20;
 const POPULATE_MAX: usize = 1 << 30;
 
 /// A switch read as core reads every `SLUICE_*` boolean; unset or unreadable: `default`.
-fn flag(name: &str, default: bool) -> bool {
+pub(crate) fn flag(name: &str, default: bool) -> bool {
     std::env::var(name)
         .ok()
         .and_then(|v| sluice_core::config::parse_bool(v.trim()).ok())

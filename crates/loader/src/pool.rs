@@ -140,6 +140,20 @@ impl BufferPool {
         Some(buf)
     }
 
+    /// As `try_take`, for the bytes of `uri`: no memory is an error naming it.
+    pub fn take_for(
+        &self,
+        uri: &sluice_core::ObjectUri,
+        len: usize,
+    ) -> sluice_core::Result<BytesMut> {
+        self.try_take(len).ok_or_else(|| {
+            sluice_core::Error::integrity(
+                uri.to_string(),
+                format!("cannot allocate {len} bytes for this object"),
+            )
+        })
+    }
+
     /// As `try_take`, for sizes known to be reasonable (tests).
     pub fn take(&self, len: usize) -> BytesMut {
         self.try_take(len)

@@ -58,10 +58,7 @@ pub fn start() {
 /// `SLUICE_MALLOC_TRIM=0` (or off, false, no) turns trimming off.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn enabled() -> bool {
-    std::env::var("SLUICE_MALLOC_TRIM")
-        .ok()
-        .and_then(|v| sluice_core::config::parse_bool(v.trim()).ok())
-        .unwrap_or(true)
+    crate::fresh::flag("SLUICE_MALLOC_TRIM", true)
 }
 
 /// Free bytes in glibc's heaps (every arena), and whether they were handed back: trimmed
