@@ -400,8 +400,10 @@ impl Direct {
         if conn.filled > 0 || !is_quiet(&mut conn) {
             return;
         }
+        // No reaping here: the reaper task does it every half timeout, and `take_idle`
+        // skips what has expired. (Reaping on every return read the clock once per idle
+        // connection per request: 3% of a 128 KiB GET's CPU with 64 connections.)
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.reap(self.idle_timeout);
         let conns = idle.conns.entry(origin).or_default();
         if conns.len() >= self.cfg.max_connections.max(1) {
             conns.remove(0);

@@ -3,6 +3,7 @@
 
 use crate::dataset::Dataset;
 use crate::loader::{Loader, LoaderOptions, Object, Order};
+use crate::pool::BufferPool;
 use sluice_core::{ObjectStore, ObjectUri, RangePlanner, Result};
 use std::sync::Arc;
 
@@ -25,11 +26,12 @@ pub async fn get_many(
         // Sizes are unknown and every object is kept: one GET each into a buffer that grows
         // to fit, not a chunk-sized buffer per small object.
         range_threshold: RangePlanner::NEVER,
+        // The process's pool for these calls, hard-capped: kept objects must not leave
+        // more idle buffers behind than the cap (a loader's pool, without a budget, keeps
+        // what its consumer once held).
+        pool: Some(BufferPool::for_get_many()),
         ..LoaderOptions::default()
-    }
-    // Its own pool, gone with the call: kept objects must not leave idle buffers behind in
-    // the process's pool (which has no byte cap without a budget).
-    .with_own_pool();
+    };
     let mut loader = Loader::new(store, &dataset, opts)?;
     let mut out = Vec::with_capacity(dataset.len());
     while let Some(obj) = loader.next().await {

@@ -18,6 +18,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--prefix", required=True)
 p.add_argument("--batch", type=int, default=1000)
 p.add_argument("--passes", type=int, default=2)
+p.add_argument("--modes", default="get_many,loader", help="comma-separated: get_many, loader")
 a = p.parse_args()
 
 ds = sluice.Dataset.from_prefix(a.prefix)
@@ -58,5 +59,5 @@ def loader():
     return n, total
 
 
-timed("get_many", many)
-timed("loader", loader)
+for mode in a.modes.split(","):
+    timed(mode, {"get_many": many, "loader": loader}[mode])
