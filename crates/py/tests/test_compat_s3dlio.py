@@ -435,6 +435,24 @@ def _stand_in(tmp_path):
     return env
 
 
+def test_the_alias_runs_a_command_as_python_c_does(tmp_path):
+    """`-c COMMAND ARGS`: the command sees s3dlio served by sluice, sys.argv as `python -c`
+    gives it, and its arguments; a child it starts is reached too."""
+    code = (
+        "import s3dlio, subprocess, sys; "
+        "print(s3dlio.__name__, sys.argv); "
+        "subprocess.run([sys.executable, '-c', 'import s3dlio'], check=True)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "sluice.compat.alias", "-c", code, "a1", "a2"],
+        capture_output=True,
+        text=True,
+        env=_stand_in(tmp_path),
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split(None, 1) == ["sluice.compat.s3dlio", "['-c', 'a1', 'a2']\n"], out.stdout
+
+
 PROCESS_MODEL = """
 import multiprocessing as mp, os, subprocess, sys
 

@@ -3,6 +3,7 @@ process and in every process it starts.
 
     python -m sluice.compat.alias SCRIPT.py [ARGS...]
     python -m sluice.compat.alias -m MODULE [ARGS...]
+    python -m sluice.compat.alias -c COMMAND [ARGS...]
     sluice-dlio [DLIO ARGS...]                  # = python -m sluice.compat.alias -m dlio_benchmark.main
     sluice-dlio --make-bin-dir DIR              # writes DIR/dlio_benchmark for mlpstorage --dlio-bin-path DIR
 
@@ -167,6 +168,13 @@ def main(argv: list) -> None:
             raise SystemExit("usage: python -m sluice.compat.alias -m MODULE [ARGS...]")
         sys.argv = argv[1:]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    elif argv[0] == "-c":
+        if len(argv) < 2:
+            raise SystemExit("usage: python -m sluice.compat.alias -c COMMAND [ARGS...]")
+        # As `python -c`: argv[0] is "-c", the current directory is importable.
+        sys.argv = ["-c", *argv[2:]]
+        sys.path.insert(1, "")
+        exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
     else:
         sys.argv = argv
         # As `python SCRIPT` does: the script's directory is importable (after the shim).
