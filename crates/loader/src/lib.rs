@@ -36,6 +36,6 @@ pub use dataset::{Dataset, Item, Sharding};
 pub use loader::{
     DEFAULT_MEMORY_BUDGET, FOLLOW_MAX, FOLLOW_MIN, Loader, LoaderOptions, Object, OnError, Order,
 };
-pub use many::get_many;
+pub use many::{get_many, get_one};
 pub use pool::BufferPool;
 pub use stats::StatsSnapshot;

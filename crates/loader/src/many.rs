@@ -1,10 +1,14 @@
-//! Reading a list of objects at once, for front ends that want them all (Python's
-//! [`get_many`]): the loader, in the order given, one GET per object.
+//! Reads for front ends that ask for objects one call at a time (Python's `get`,
+//! `get_range`, [`get_many`]): the bytes land in the process's capped pool
+//! ([`BufferPool::for_get_many`]), so a caller that reads and drops, call after call, reuses
+//! memory instead of faulting in fresh pages each time (on a VM those cost more than the
+//! copy of the bytes).
 
 use crate::dataset::Dataset;
 use crate::loader::{Loader, LoaderOptions, Object, Order};
 use crate::pool::BufferPool;
-use sluice_core::{ObjectStore, ObjectUri, RangePlanner, Result};
+use bytes::Bytes;
+use sluice_core::{Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment};
 use std::sync::Arc;
 
 /// Every object of `uris` in the order given, `max_in_flight` at a time (at least one;
@@ -38,4 +42,30 @@ pub async fn get_many(
         out.push(obj?);
     }
     Ok(out)
+}
+
+/// Above this a caller's length is not taken as the size to reserve: a range asked far past
+/// an object's end must not populate memory the object cannot fill (the buffer grows).
+const MAX_HINT: u64 = 256 << 20;
+
+/// The object, or `opts.range` of it, as `ObjectStore::get_with`, in memory from the
+/// process's capped pool; `len` is how many bytes the caller expects, when it knows.
+pub async fn get_one(
+    store: &dyn ObjectStore,
+    uri: &ObjectUri,
+    opts: &GetOptions,
+    len: Option<u64>,
+) -> Result<Bytes> {
+    let pool = BufferPool::for_get_many();
+    let buf = match len.filter(|&n| n <= MAX_HINT) {
+        Some(n) => pool.take_for(uri, n as usize)?,
+        None => pool.take_largest(),
+    };
+    // Growable: S3 answers a range that runs past the end with the bytes that exist.
+    let mut seg = Segment::growable_in(buf);
+    store.get_into_with(uri, opts, &mut seg).await?;
+    let data = seg
+        .freeze()
+        .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
+    Ok(pool.share(data))
 }

@@ -281,7 +281,9 @@ impl Client {
     fn get(&self, py: Python<'_>, uri: &str) -> PyResult<Object> {
         let store = self.store()?;
         let u = parse_uri(uri)?;
-        let data = block(py, async move { store.get(&u, None).await })?;
+        let data = block(py, async move {
+            sluice_loader::get_one(store.as_ref(), &u, &GetOptions::default(), None).await
+        })?;
         Ok(Object::new(uri.to_owned(), data))
     }
 
@@ -312,7 +314,9 @@ impl Client {
             range: Some(range),
             if_match: etag,
         };
-        let data = block(py, async move { store.get_with(&u, &opts).await })?;
+        let data = block(py, async move {
+            sluice_loader::get_one(store.as_ref(), &u, &opts, length).await
+        })?;
         Ok(Object::new(uri.to_owned(), data))
     }
 
