@@ -45,7 +45,10 @@ while child.poll() is None:
             except psutil.Error:
                 pass
         child.wait()
-        print(f"peak_rss: killed after {timeout:.0f} s: {' '.join(cmd)[:200]}", file=sys.stderr)
+        print(
+            f"peak_rss: killed after {timeout:.0f} s: {' '.join(cmd)[:200]}",
+            file=sys.stderr,
+        )
         break
     time.sleep(0.25)
 with open(out, "w") as f:

@@ -19,7 +19,8 @@ fn data(key: &str, len: usize) -> Bytes {
 }
 
 /// The objects of one call land in the memory an earlier call's objects gave back (the
-/// process's capped pool), not in fresh pages; what stays idle is within the cap.
+/// process's capped pool), not in fresh pages, and so does a single range (`get_one`);
+/// what stays idle is within the cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_many_reuses_the_memory_of_earlier_calls_within_its_cap() {
     let s = Arc::new(S3Store::over(Faulty::new(MemoryWire::new(
@@ -52,4 +53,18 @@ async fn get_many_reuses_the_memory_of_earlier_calls_within_its_cap() {
         reused, 8,
         "every object of the second call in memory of the first"
     );
+    drop(second);
+
+    // A single range, as Python's get_range asks it, lands in that memory too.
+    let range = sluice_core::ByteRange::new(1000, 201_000).unwrap();
+    let opts = sluice_core::GetOptions::range(Some(range));
+    let got = sluice_loader::get_one(s.as_ref(), &uri(&keys[3]), &opts, Some(200_000))
+        .await
+        .unwrap();
+    assert_eq!(got, data(&keys[3], 300_000).slice(1000..201_000));
+    assert!(
+        before.contains(&(got.as_ptr() as usize)),
+        "a range in memory of the first call"
+    );
+    assert!(pool.idle_bytes() <= sluice_loader::pool::GET_MANY_IDLE);
 }
