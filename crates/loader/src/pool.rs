@@ -23,8 +23,8 @@ pub struct BufferPool {
     hard: bool,
 }
 
-/// Idle bytes `get_many`'s pool keeps: one call of 1,000 objects of 128 KiB, the
-/// small-object regime where fresh pages cost most per byte.
+/// Idle bytes the pool of one-call reads (`get_one`, `get_many`) keeps: one call of 1,000
+/// objects of 128 KiB, the small-object regime where fresh pages cost most per byte.
 pub const GET_MANY_IDLE: usize = 128 << 20;
 
 /// Which of a process's pools (`BufferPool::per_process`).
@@ -101,9 +101,10 @@ impl BufferPool {
         })
     }
 
-    /// This process's pool for `get_many` (`many.rs`): hard-capped at `GET_MANY_IDLE`
-    /// bytes, so the objects of one call land in memory the previous call touched while what
-    /// a caller once kept is never held on to beyond that. (A pool of its own per call put
+    /// This process's pool for reads a caller asks for one call at a time (`get_one`,
+    /// `get_many` in `many.rs`: Python's `get`, `get_range`, `get_many`): hard-capped at
+    /// `GET_MANY_IDLE` bytes, so the bytes of one call land in memory the previous call
+    /// touched while what a caller once kept is never held on to beyond that. (A pool of its own per call put
     /// every object in fresh pages: 0.67× the Rust rate at 128 KiB; following the caller's
     /// peak, as loaders' pools do, doubled a soak's RSS.)
     pub fn for_get_many() -> Arc<Self> {

@@ -227,10 +227,12 @@ def test_a_second_epoch_reuses_the_first_epochs_memory(server, client, prefix):
     ds = sluice.Dataset.from_uris(uris)
 
     def addresses(loader):
-        out = set()
-        for obj in loader:
-            out.add(np.frombuffer(obj, dtype=np.uint8).__array_interface__["data"][0])
-        return out  # every object (and view) is dropped here: the buffers go back to the pool
+        # Every object is kept until the epoch ends, so that an epoch holds a buffer per
+        # object: one dropped mid-epoch lets the loader reuse its buffer within the epoch,
+        # and a second epoch fetching more at once then needs one the first never had.
+        # On return every object (and view) is dropped: the buffers go back to the pool.
+        objects = list(loader)
+        return {np.frombuffer(o, dtype=np.uint8).__array_interface__["data"][0] for o in objects}
 
     # Loaders of one window share the process's pool: a window no other test uses (its
     # budget), so that buffers other tests return meanwhile cannot take part.
