@@ -104,9 +104,9 @@ impl BufferPool {
     /// This process's pool for reads a caller asks for one call at a time (`get_one`,
     /// `get_many` in `many.rs`: Python's `get`, `get_range`, `get_many`): hard-capped at
     /// `GET_MANY_IDLE` bytes, so the bytes of one call land in memory the previous call
-    /// touched while what a caller once kept is never held on to beyond that. (A pool of its own per call put
-    /// every object in fresh pages: 0.67× the Rust rate at 128 KiB; following the caller's
-    /// peak, as loaders' pools do, doubled a soak's RSS.)
+    /// touched while what a caller once kept is never held on to beyond that. (A pool of
+    /// its own per call put every object in fresh pages: 0.67× the Rust rate at 128 KiB;
+    /// following the caller's peak, as loaders' pools do, doubled a soak's RSS.)
     pub fn for_get_many() -> Arc<Self> {
         Self::per_process(Kind::GetMany, || Self::capped(4096, GET_MANY_IDLE))
     }

@@ -11,8 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 async fn setup(backend: &str) -> (TestServer, Arc<dyn ObjectStore>) {
+    setup_with(backend, |_| {}).await
+}
+
+/// As `setup`, with the store's configuration changed by `tune` first.
+async fn setup_with(
+    backend: &str,
+    tune: impl FnOnce(&mut sluice_core::StoreConfig),
+) -> (TestServer, Arc<dyn ObjectStore>) {
     let server = TestServer::start(ServerOptions::default()).await.unwrap();
-    let store = sluice::registry::open(Some(backend), config_for(&server, Scheme::Http)).unwrap();
+    let mut cfg = config_for(&server, Scheme::Http);
+    tune(&mut cfg);
+    let store = sluice::registry::open(Some(backend), cfg).unwrap();
     (server, store)
 }
 
@@ -733,10 +743,8 @@ async fn fault_soak_every_byte_right_over_ten_seeds(backend: &'static str) {
             // Every fault may land on the retries of one object (its resumes do not earn
             // attempts back), so the store gets one attempt more than a round has faults:
             // a read that fails here is a resume that went wrong, never bad luck.
-            let server = TestServer::start(ServerOptions::default()).await.unwrap();
-            let mut cfg = config_for(&server, Scheme::Http);
-            cfg.retry.max_attempts = FAULTS + 1;
-            let store = sluice::registry::open(Some(backend), cfg).unwrap();
+            let (server, store) =
+                setup_with(backend, |cfg| cfg.retry.max_attempts = FAULTS + 1).await;
             let uris = seed(&server, &format!("soak{round}/"), &sizes);
             let o = LoaderOptions {
                 range_threshold: if ranges {
