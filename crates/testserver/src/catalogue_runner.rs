@@ -37,10 +37,13 @@ pub fn config(endpoint: &str) -> StoreConfig {
 /// What an operation came to.
 #[derive(Debug)]
 pub enum Outcome {
+    /// The bytes a read returned.
     Bytes(bytes::Bytes),
+    /// The number of entries a listing returned.
     Listed(usize),
     /// This many entries, or an error of one of these kinds.
     ListedOr(usize, &'static [ErrorKind]),
+    /// A put or head that succeeded.
     Done,
 }
 

@@ -17,11 +17,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Builds the store under test from a configuration (a backend's `S3Store::new`, say).
 pub type MakeStore = fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>;
 
+/// Which of the test server's listeners a case talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
+    /// Plain http.
     Http,
+    /// TLS, with the server's CA trusted.
     Https,
 }
 
@@ -64,10 +68,15 @@ pub fn config_for(server: &TestServer, scheme: Scheme) -> StoreConfig {
 /// works under a prefix of its own, so runs and cases never see each other's keys.
 #[derive(Debug, Clone)]
 pub struct External {
+    /// Its endpoints (one per node; a spread case uses them all).
     pub endpoints: Vec<url::Url>,
+    /// A bucket that exists.
     pub bucket: String,
+    /// The region it signs for.
     pub region: String,
+    /// The access key id.
     pub access_key: String,
+    /// The secret key.
     pub secret_key: String,
 }
 
@@ -117,8 +126,11 @@ pub enum Target {
     Local(TestServer),
     /// Another store, under a prefix of this test's own (see `External`).
     External {
+        /// The store.
         store: External,
+        /// Whether the client spreads over all its endpoints.
         spread: bool,
+        /// A prefix of this run's own, so runs do not see each other's keys.
         prefix: String,
     },
 }
@@ -126,13 +138,19 @@ pub enum Target {
 /// One test's world: where its objects live and a store built by the backend under test.
 #[derive(Debug)]
 pub struct Ctx {
+    /// What the case talks to.
     pub target: Target,
+    /// The store under test, built by `make`.
     pub store: Arc<dyn ObjectStore>,
+    /// The listener used.
     pub scheme: Scheme,
+    /// Builds further stores (with other settings) the way `store` was built.
     pub make: MakeStore,
 }
 
 impl Ctx {
+    /// A context for one case against a fresh test server, with a store built by `make` over
+    /// `scheme`.
     pub async fn new(make: MakeStore, scheme: Scheme) -> Self {
         let server = TestServer::start(ServerOptions::default())
             .await
@@ -191,6 +209,7 @@ impl Ctx {
         }
     }
 
+    /// The URI of `key` in this case's bucket, under its prefix.
     pub fn uri(&self, key: &str) -> ObjectUri {
         match &self.target {
             Target::Local(_) => ObjectUri::new(DEFAULT_BUCKET, key).unwrap(),
@@ -234,6 +253,7 @@ impl Ctx {
 /// Every operation of the suite runs under this deadline.
 const DEADLINE: Duration = Duration::from_secs(60);
 
+/// Awaits `f`, failing the case (naming `what`) if it takes longer than the suite's limit: a hang is a failure, not a stuck run.
 pub async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
     match tokio::time::timeout(DEADLINE, f).await {
         Ok(v) => v,
@@ -247,6 +267,8 @@ fn assert_pattern(key: &str, offset: u64, data: &[u8]) {
     }
 }
 
+/// Objects of 0 bytes, 1 byte, 5 MiB and 64 MiB written and read back byte for byte, and
+/// HEAD's size and ETag for each.
 pub async fn round_trip_sizes(ctx: Ctx) {
     for (key, len) in [
         ("empty", 0usize),
@@ -271,6 +293,8 @@ pub async fn round_trip_sizes(ctx: Ctx) {
     }
 }
 
+/// A read into a fixed-length segment fills it exactly; a segment of the wrong length is an
+/// `Integrity` error, for a counting segment too.
 pub async fn get_into_fixed_segment(ctx: Ctx) {
     let data = ctx.seed("fixed", 3 << 20).await;
     let uri = ctx.uri("fixed");
@@ -311,6 +335,8 @@ pub async fn get_into_fixed_segment(ctx: Ctx) {
     assert!(matches!(err, Error::Integrity { .. }), "{err}");
 }
 
+/// Ranged reads (the first byte, the last, a middle range, an open end) give the right bytes
+/// and the object's size; a range that starts past the end is `416 InvalidRange`.
 pub async fn ranged_reads(ctx: Ctx) {
     let len = 1_000_003u64;
     ctx.seed("ranged", len as usize).await;
@@ -358,6 +384,8 @@ pub async fn ranged_reads(ctx: Ctx) {
     assert!(err.to_string().contains(&uri.to_string()), "{err}");
 }
 
+/// HEAD reports the size; a missing key (HEAD and GET) and a missing bucket are `NotFound`,
+/// naming the URI.
 pub async fn head_and_not_found(ctx: Ctx) {
     ctx.seed("present", 1234).await;
     let meta = within("head", ctx.store.head(&ctx.uri("present")))
@@ -384,6 +412,7 @@ pub async fn head_and_not_found(ctx: Ctx) {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 }
 
+/// Listing pages through more keys than one page holds and groups by `/` when not recursive.
 pub async fn listing_paginates_and_groups(ctx: Ctx) {
     let n = 1_100;
     ctx.seed_all(
@@ -440,6 +469,8 @@ pub async fn listing_paginates_and_groups(ctx: Ctx) {
     assert_eq!(deep.len(), 4);
 }
 
+/// A put above the multipart threshold goes up in parts (3 of 5 MiB for 12 MiB), reads back
+/// whole and leaves no upload open.
 pub async fn multipart_put(ctx: Ctx) {
     let mut cfg = ctx.config();
     cfg.multipart_threshold = 6 << 20;
@@ -464,6 +495,7 @@ pub async fn multipart_put(ctx: Ctx) {
     }
 }
 
+/// A delete removes the object (a later HEAD is `NotFound`); deleting it again succeeds.
 pub async fn delete_removes(ctx: Ctx) {
     let uri = ctx.uri("doomed");
     within(
@@ -558,6 +590,7 @@ pub async fn copy_on_the_server(ctx: Ctx) {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
 }
 
+/// Wrong credentials are `PermissionDenied` on GET and HEAD, naming the URI.
 pub async fn bad_credentials_are_permission_denied(ctx: Ctx) {
     ctx.seed("secret", 10).await;
     let mut cfg = ctx.config();
@@ -599,6 +632,8 @@ async fn read_through_fault(
     got
 }
 
+/// A body reset mid-way is resumed from the byte reached, for a whole object, a range and a
+/// counting read alike.
 pub async fn recovers_from_reset_mid_body(ctx: Ctx) {
     read_through_fault(&ctx, "reset", 4 << 20, Fault::ResetAfter(1 << 20), 2)
         .await
@@ -629,12 +664,14 @@ pub async fn recovers_from_reset_mid_body(ctx: Ctx) {
     assert!(ctx.server().faults().fired() > fired, "the reset happened");
 }
 
+/// A body cut short of its Content-Length is resumed and reads back whole.
 pub async fn recovers_from_truncated_body(ctx: Ctx) {
     read_through_fault(&ctx, "truncated", 3 << 20, Fault::TruncateAfter(777_777), 1)
         .await
         .expect("a short body is re-read");
 }
 
+/// A burst of `503 SlowDown` within the retry budget is retried to success (GET and HEAD).
 pub async fn recovers_from_slowdown_burst(ctx: Ctx) {
     read_through_fault(&ctx, "throttled", 100_000, Fault::SlowDown, 3)
         .await
@@ -649,6 +686,7 @@ pub async fn recovers_from_slowdown_burst(ctx: Ctx) {
     .expect("HEAD retries too");
 }
 
+/// SlowDown on every attempt ends, after the budget, in the `503 SlowDown` service error.
 pub async fn slowdown_beyond_budget_is_a_specific_error(ctx: Ctx) {
     let err = read_through_fault(&ctx, "throttled-hard", 1000, Fault::SlowDown, 1000)
         .await
@@ -661,6 +699,8 @@ pub async fn slowdown_beyond_budget_is_a_specific_error(ctx: Ctx) {
     }
 }
 
+/// A body that stalls mid-way is abandoned at the stall timeout and resumed, well before the
+/// stall would have ended.
 pub async fn recovers_from_stalled_body(ctx: Ctx) {
     // Stall longer than the stall timeout: the read is abandoned and resumed, not waited out.
     let stall = test_timeouts().stall * 20;
@@ -681,6 +721,7 @@ pub async fn recovers_from_stalled_body(ctx: Ctx) {
     );
 }
 
+/// A body that stalls on every attempt ends in a `Timeout` error within a bound, not a hang.
 pub async fn stall_on_every_attempt_times_out(ctx: Ctx) {
     let t = Instant::now();
     let err = read_through_fault(
@@ -700,6 +741,7 @@ pub async fn stall_on_every_attempt_times_out(ctx: Ctx) {
     );
 }
 
+/// First-byte latency slows reads but fails none.
 pub async fn tolerates_latency(ctx: Ctx) {
     read_through_fault(
         &ctx,
@@ -712,6 +754,7 @@ pub async fn tolerates_latency(ctx: Ctx) {
     .expect("latency below the first-byte timeout is fine");
 }
 
+/// An endpoint nobody listens on ends in a `Transport` or `Timeout` error, promptly.
 pub async fn unreachable_endpoint_fails_fast(ctx: Ctx) {
     // A port nothing listens on: connection refused, retried, then a transport error.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -151,9 +151,11 @@ impl Faults {
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
+    /// GET requests the server has seen.
     pub fn gets(&self) -> u64 {
         self.gets.load(Ordering::Relaxed)
     }
+    /// HEAD requests the server has seen.
     pub fn heads(&self) -> u64 {
         self.heads.load(Ordering::Relaxed)
     }

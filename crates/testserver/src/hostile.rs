@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 /// A request as the responder read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
+    /// The HTTP method (`GET`, `PUT`, ...).
     pub method: String,
     /// Path and query, as sent.
     pub target: String,
@@ -21,6 +22,7 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// The value of header `name` (case-insensitive), if it was sent.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -44,22 +46,33 @@ pub enum Reply {
     /// Status line, these headers (plus `Connection: close`), this body; nothing is added:
     /// a Content-Length that disagrees with the body is sent as given.
     Send {
+        /// The status code.
         status: u16,
+        /// The headers, as given.
         headers: Vec<(String, String)>,
+        /// The body.
         body: Vec<u8>,
     },
     /// As `Send`, but only the first `sent` body bytes, then the connection closes.
     Cut {
+        /// The status code.
         status: u16,
+        /// The headers, as given.
         headers: Vec<(String, String)>,
+        /// The whole body, of which only `sent` bytes go out.
         body: Vec<u8>,
+        /// How many body bytes are sent before the close.
         sent: usize,
     },
     /// As `Send`, one body byte every `every`.
     Drip {
+        /// The status code.
         status: u16,
+        /// The headers, as given.
         headers: Vec<(String, String)>,
+        /// The body.
         body: Vec<u8>,
+        /// The pause before each byte.
         every: Duration,
     },
     /// Reads the request and never answers.
@@ -98,6 +111,7 @@ impl Reply {
     }
 }
 
+/// How a hostile server answers: given what it saw and the request's number on the connection, the reply.
 pub type Script = Arc<dyn Fn(&Seen, usize) -> Reply + Send + Sync>;
 
 /// The responder; stops (and drops every connection) when dropped.

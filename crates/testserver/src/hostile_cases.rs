@@ -10,7 +10,9 @@ use std::time::Duration;
 
 /// Credentials the catalogue's stores sign with; none may ever appear in a message.
 pub const ACCESS_KEY: &str = "AKIAHOSTILETESTKEY01";
+/// The secret key the cases sign with: a test fails if it appears in any error text.
 pub const SECRET_KEY: &str = "hostile/SECRET/key/never+shown0123456789";
+/// The session token the cases send: a test fails if it appears in any error text.
 pub const SESSION_TOKEN: &str = "HOSTILE-SESSION-TOKEN-never-shown-FwoGZXIvYXdzEJr";
 
 /// The object the well-behaved answers serve: 100 bytes, `0123456789` ten times.
@@ -26,7 +28,9 @@ const fn object() -> [u8; 100] {
     a
 }
 
+/// The bucket every case addresses.
 pub const BUCKET: &str = "bkt";
+/// The key every case reads or writes.
 pub const KEY: &str = "k";
 /// The prefix the listing cases list.
 pub const PREFIX: &str = "p/";
@@ -38,6 +42,7 @@ pub enum Op {
     Get,
     /// `get` of bytes `[start, end)`.
     GetRange(u64, u64),
+    /// `head` of `s3://bkt/k`.
     Head,
     /// A recursive listing of `s3://bkt/p/`.
     List,
@@ -52,9 +57,11 @@ pub enum Op {
 pub enum Expect {
     /// These bytes (a read), this many entries (a listing), or success (a put or head).
     Ok(&'static [u8]),
+    /// This many entries (a listing).
     Listed(usize),
     /// This many entries, or an error of one of these kinds.
     ListedOr(usize, &'static [ErrorKind]),
+    /// Success with nothing to compare (a put or a head).
     Done,
     /// An error of one of these kinds.
     Error(&'static [ErrorKind]),
@@ -70,15 +77,22 @@ pub enum Expect {
 /// check a GET's checksum unless asked (`AWS_RESPONSE_CHECKSUM_VALIDATION`; awssdk, and
 /// object_store never): where a corrupted byte goes unnoticed with the default settings.
 pub const UNCHECKED_PUT: &[&str] = &["objectstore"];
+/// The backends that do not check a GET's bytes against the store's CRC with the default
+/// settings (awssdk checks only when asked, object_store never).
 pub const UNCHECKED_GET: &[&str] = &["awssdk", "objectstore"];
 
+/// One case of the catalogue: a scripted answer and what a client must make of it.
 #[derive(Debug, Clone, Copy)]
 pub struct Case {
+    /// Its name, as the catalogue table prints it.
     pub name: &'static str,
     /// What the server does, for the catalogue table.
     pub input: &'static str,
+    /// The operation the client makes.
     pub op: Op,
+    /// The server's answers.
     pub script: fn(&Seen, usize) -> Reply,
+    /// What the client must return.
     pub expect: Expect,
 }
 

@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod access;
@@ -55,15 +56,19 @@ pub const DEFAULT_BUCKET: &str = "sluice-test";
 pub const PUBLIC_BUCKET: &str = "sluice-public";
 /// The default credentials: test keys, published on purpose.
 pub const DEFAULT_ACCESS_KEY: &str = "sluice-test-access";
+/// The secret key the server accepts unless told another.
 pub const DEFAULT_SECRET_KEY: &str = "sluice-test-secret";
 
+/// How to start a test server.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     /// Address of the plain http listener; port 0 picks a free one.
     pub http_addr: SocketAddr,
     /// Address of the https listener; `None` serves http only.
     pub https_addr: Option<SocketAddr>,
+    /// The access key id the server accepts.
     pub access_key: String,
+    /// The secret key the server accepts.
     pub secret_key: String,
     /// Buckets created at start.
     pub buckets: Vec<String>,
@@ -107,9 +112,11 @@ pub struct TestServer {
     tasks: JoinSet<()>,
 }
 
+/// Any error starting or running the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl TestServer {
+    /// Starts the server on ephemeral loopback ports (http and https), with the buckets `opts` names.
     pub async fn start(opts: ServerOptions) -> Result<Self, BoxError> {
         let storage = Arc::new(match &opts.data_dir {
             Some(d) => Storage::with_dir(d)?,
@@ -173,6 +180,7 @@ impl TestServer {
         })
     }
 
+    /// The http endpoint, `http://127.0.0.1:PORT`.
     pub fn http_endpoint(&self) -> String {
         format!("http://{}", self.http)
     }
@@ -183,10 +191,12 @@ impl TestServer {
         format!("https://localhost:{}", a.port())
     }
 
+    /// The access key id the server accepts.
     pub fn access_key(&self) -> &str {
         &self.access_key
     }
 
+    /// The secret key the server accepts.
     pub fn secret_key(&self) -> &str {
         &self.secret_key
     }
@@ -196,6 +206,7 @@ impl TestServer {
         self.ca_file.path()
     }
 
+    /// The faults to arm for later requests, and the counts of requests seen.
     pub fn faults(&self) -> &Faults {
         &self.faults
     }
@@ -213,6 +224,7 @@ impl TestServer {
         self.shaper.stats.snapshot()
     }
 
+    /// The objects the server holds.
     pub fn storage(&self) -> &Storage {
         &self.storage
     }

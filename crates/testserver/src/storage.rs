@@ -9,12 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::time::SystemTime;
 
+/// One object as the server holds it.
 #[derive(Debug, Clone)]
 pub struct StoredObject {
     /// Shared: every GET hands out slices of this, never a copy.
     pub data: Bytes,
     /// Quoted, as S3 sends it.
     pub etag: String,
+    /// When it was written.
     pub last_modified: SystemTime,
     /// Base64 CRC64NVME of the whole object: S3 computes one for every new object and
     /// returns it to GETs of the whole object that ask (`x-amz-checksum-mode: ENABLED`),
@@ -27,15 +29,19 @@ pub struct StoredObject {
 /// S3's conditional write: `If-None-Match: *` (only if absent) or `If-Match: <etag>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Condition {
+    /// No condition: write.
     #[default]
     None,
+    /// `If-None-Match: *`: write only if the key is absent.
     Absent,
+    /// `If-Match`: write only if the key holds this ETag.
     ETag(String),
 }
 
 /// Why a conditional write was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
+    /// The bucket or key is missing (404).
     Missing(Missing),
     /// 412: the key is taken (`If-None-Match: *`) or holds another version (`If-Match`).
     Precondition,
@@ -54,6 +60,7 @@ impl StoredObject {
         Self::with_etag(data, etag)
     }
 
+    /// An object of `data` whose ETag is `etag` (a multipart object's, say).
     pub fn with_etag(data: Bytes, etag: String) -> Self {
         let mut crc = s3s::checksum::ChecksumHasher {
             crc64nvme: Some(Default::default()),
@@ -69,16 +76,21 @@ impl StoredObject {
         }
     }
 
+    /// The object, with `headers` kept to return on GET and HEAD.
     pub fn with_headers(mut self, headers: Attributes) -> Self {
         self.headers = headers;
         self
     }
 }
 
+/// A multipart upload in progress.
 #[derive(Debug, Default)]
 pub struct Upload {
+    /// Its bucket.
     pub bucket: String,
+    /// Its key.
     pub key: String,
+    /// Parts uploaded so far, by number: bytes and ETag.
     pub parts: BTreeMap<i32, (Bytes, String)>,
     /// When CreateMultipartUpload made it (`None` only in `Default`).
     pub initiated: Option<std::time::SystemTime>,
@@ -86,6 +98,7 @@ pub struct Upload {
     pub headers: Attributes,
 }
 
+/// Every bucket and object, in memory or written through to a directory.
 #[derive(Debug, Default)]
 pub struct Storage {
     buckets: RwLock<HashMap<String, BTreeMap<String, StoredObject>>>,
@@ -94,6 +107,7 @@ pub struct Storage {
 }
 
 impl Storage {
+    /// Storage held in memory only.
     pub fn in_memory() -> Self {
         Self::default()
     }
@@ -139,6 +153,7 @@ impl Storage {
         Ok(s)
     }
 
+    /// Creates `bucket`; `false` if it existed.
     pub fn create_bucket(&self, bucket: &str) -> bool {
         let mut b = self.buckets.write().unwrap();
         if b.contains_key(bucket) {
@@ -151,22 +166,26 @@ impl Storage {
         true
     }
 
+    /// Whether `bucket` exists.
     pub fn bucket_exists(&self, bucket: &str) -> bool {
         self.buckets.read().unwrap().contains_key(bucket)
     }
 
+    /// The buckets, by name.
     pub fn bucket_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.buckets.read().unwrap().keys().cloned().collect();
         v.sort();
         v
     }
 
+    /// The object at `bucket`/`key`.
     pub fn get(&self, bucket: &str, key: &str) -> Result<StoredObject, Missing> {
         let b = self.buckets.read().unwrap();
         let objs = b.get(bucket).ok_or(Missing::Bucket)?;
         objs.get(key).cloned().ok_or(Missing::Key)
     }
 
+    /// Stores `obj` at `bucket`/`key`, replacing any object there.
     pub fn put(&self, bucket: &str, key: &str, obj: StoredObject) -> Result<(), Missing> {
         self.put_if(bucket, key, obj, &Condition::None)
             .map_err(|r| match r {
@@ -240,9 +259,12 @@ impl Storage {
     }
 }
 
+/// What a lookup did not find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Missing {
+    /// No such bucket.
     Bucket,
+    /// No such key.
     Key,
     /// A key that is not a safe relative file path, refused with `--data-dir`.
     UnsafeKey,

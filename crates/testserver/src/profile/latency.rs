@@ -13,6 +13,7 @@ const Z99: f64 = 2.326_347_874;
 /// a test for minutes (beyond p99.999 at the preset spreads).
 const CAP_OVER_P99: f64 = 10.0;
 
+/// A first-byte latency distribution: log-normal, set by its median and 99th percentile.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FirstByteLatency {
     p50: Duration,
@@ -43,10 +44,12 @@ impl FirstByteLatency {
         })
     }
 
+    /// The median.
     pub fn p50(&self) -> Duration {
         self.p50
     }
 
+    /// The 99th percentile.
     pub fn p99(&self) -> Duration {
         self.p99
     }

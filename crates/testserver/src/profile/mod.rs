@@ -39,8 +39,10 @@ pub enum OpClass {
 }
 
 impl OpClass {
+    /// Every class, in the order stats print them.
     pub const ALL: [OpClass; 3] = [OpClass::Read, OpClass::Write, OpClass::List];
 
+    /// The class as `--stats-json` names it (`get`, `put`, `list`).
     pub fn name(self) -> &'static str {
         match self {
             OpClass::Read => "get",
@@ -53,8 +55,11 @@ impl OpClass {
 /// First-byte latency per class; `None` answers at once.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpLatency {
+    /// For GET and HEAD.
     pub get: Option<FirstByteLatency>,
+    /// For PUT, POST, DELETE and COPY.
     pub put: Option<FirstByteLatency>,
+    /// For listings.
     pub list: Option<FirstByteLatency>,
 }
 
@@ -68,6 +73,7 @@ impl OpLatency {
         }
     }
 
+    /// The latency of `class`, if the profile sets one.
     pub fn of(&self, class: OpClass) -> Option<FirstByteLatency> {
         match class {
             OpClass::Read => self.get,
@@ -82,7 +88,9 @@ impl OpLatency {
 pub struct ServiceProfile {
     /// The preset this profile started from (reported in the stats).
     pub name: String,
+    /// First-byte latency per class of request.
     pub latency: OpLatency,
+    /// Request-rate limits, per partition.
     pub request_rate: RequestRate,
     /// Pace of one connection's GET and PUT bodies (both directions, each on its own).
     pub connection_bandwidth: Option<Bandwidth>,

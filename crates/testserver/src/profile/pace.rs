@@ -21,10 +21,12 @@ use tokio::time::Instant;
 pub struct Bandwidth(f64);
 
 impl Bandwidth {
+    /// A rate in bytes per second.
     pub fn bytes_per_sec(v: f64) -> Self {
         Self(v)
     }
 
+    /// The rate in bytes per second.
     pub fn as_bytes_per_sec(self) -> f64 {
         self.0
     }
@@ -87,6 +89,7 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// A pacer at `bw`, its link free now.
     pub fn new(bw: Bandwidth) -> Self {
         Self {
             bytes_per_sec: bw.0,

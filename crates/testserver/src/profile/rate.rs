@@ -55,6 +55,7 @@ pub struct RequestRate {
     pub get: Option<f64>,
     /// PUT, POST, DELETE, COPY.
     pub put: Option<f64>,
+    /// What one limit applies to (a bucket, or a prefix).
     pub partition: Partition,
 }
 

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// What a server with a profile has done: requests by class, throttles, bytes and the first-byte latency it applied.
 #[derive(Debug)]
 pub struct ServiceStats {
     profile: String,
@@ -59,6 +60,7 @@ impl ServiceStats {
         self.latency[index(c)].lock().unwrap().saturating_record(us);
     }
 
+    /// A copy of the counters now.
     pub fn snapshot(&self) -> StatsSnapshot {
         let mut s = StatsSnapshot {
             profile: self.profile.clone(),
@@ -96,6 +98,7 @@ impl ServiceStats {
 /// A copy of the counters at one moment; serialises to the `--stats-json` file.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StatsSnapshot {
+    /// The profile's name.
     pub profile: String,
     /// Requests that reached the server, by class (`get`, `put`, `list`).
     pub requests: BTreeMap<&'static str, u64>,
@@ -103,17 +106,24 @@ pub struct StatsSnapshot {
     pub throttled: BTreeMap<&'static str, u64>,
     /// Body bytes sent (GET) and received (PUT, parts).
     pub bytes_sent: u64,
+    /// Body bytes received (PUT, parts).
     pub bytes_received: u64,
     /// First-byte latency the server applied, by class; absent where it applied none.
     pub first_byte_latency_ms: BTreeMap<&'static str, Percentiles>,
 }
 
+/// Percentiles of a distribution, in milliseconds.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Percentiles {
+    /// How many values.
     pub count: u64,
+    /// The median.
     pub p50: f64,
+    /// The 90th percentile.
     pub p90: f64,
+    /// The 99th percentile.
     pub p99: f64,
+    /// The largest value.
     pub max: f64,
 }
 
