@@ -197,7 +197,6 @@ pub(super) async fn curl_row(
         in_flight: None,
         accelerators: Vec::new(),
         latency: None,
-        latency_us: None,
     }
     .with_latency(latency))
 }

@@ -364,7 +364,7 @@ where
 {
     let live = Arc::new(Live::default());
     let request = Arc::new(request);
-    let retries0 = sluice_core::retry::retry_counts();
+    let retries0 = sluice_core::retry_counts();
     let started = Instant::now();
     if a.warmup.is_zero() {
         live.measuring.set(started).ok();
@@ -437,7 +437,7 @@ where
         ops,
         cpu_seconds: cpu.map_or(0.0, |c0| rusage::this_process().unwrap_or(c0) - c0),
         peak_rss_bytes: super::worker::peak_rss_bytes(),
-        retries: diff(sluice_core::retry::retry_counts(), &retries0),
+        retries: diff(sluice_core::retry_counts(), &retries0),
         stopped,
         per_second,
         ranks: 1,
@@ -636,7 +636,7 @@ impl Ctx {
         let t0 = Instant::now();
         let size = self.store.head(uri).await?.size;
         let part = std::num::NonZeroU64::new(self.write_opts.part_size.max(1)).expect("above 0");
-        let ranges = sluice_core::range::split_ranges(size, part);
+        let ranges = sluice_core::split_ranges(size, part);
         let first = Mutex::new(None::<Instant>);
         let mut reads = futures::stream::iter(ranges)
             .map(|r: ByteRange| {

@@ -100,6 +100,66 @@ impl<'de> Deserialize<'de> for Latency {
     }
 }
 
+/// A row's per-object latency: the histogram and the percentiles read from it, made only from
+/// a histogram that recorded something, so the two cannot disagree. In a row's JSON it is the
+/// `latency` (percentiles, for people and plots) and `latency_us` (the histogram, so rows of
+/// several ranks merge exactly) fields; it is read back from the histogram alone.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    histogram: Latency,
+    percentiles: Percentiles,
+}
+
+impl Timed {
+    /// `None` when `histogram` recorded nothing.
+    pub fn of(histogram: Latency) -> Option<Self> {
+        let percentiles = histogram.percentiles()?;
+        Some(Self {
+            histogram,
+            percentiles,
+        })
+    }
+
+    pub fn percentiles(&self) -> Percentiles {
+        self.percentiles
+    }
+
+    /// Adds what `other` recorded.
+    pub fn merge(&mut self, other: &Timed) {
+        self.histogram.merge(&other.histogram);
+        self.percentiles = self
+            .histogram
+            .percentiles()
+            .expect("a histogram with values, and more added");
+    }
+}
+
+impl Serialize for Timed {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Fields<'a> {
+            latency: &'a Percentiles,
+            latency_us: &'a Latency,
+        }
+        Fields {
+            latency: &self.percentiles,
+            latency_us: &self.histogram,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Fields {
+            latency_us: Latency,
+        }
+        let f = Fields::deserialize(d)?;
+        Timed::of(f.latency_us).ok_or_else(|| serde::de::Error::custom("latency_us is empty"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The bench's results: one row per client and shape, printed as a table.
 
 use super::args::Prefetch;
-use super::latency::{Latency, Percentiles};
+use super::latency::{Latency, Percentiles, Timed};
 use super::ops::{OpsReport, Stopped};
 use super::sizes::Preset;
 use crate::output::{Failure, GB, MB, cpu_s_per_gb, mb_per_sec};
@@ -37,14 +37,12 @@ pub struct Row {
     pub accelerators: Vec<(String, u64)>,
     /// Per object of the last pass, from its request (the loader: its admission, prefetch
     /// slot and memory held) to its last byte; ranged reads of one object count as one.
-    #[serde(default)]
-    pub latency: Option<Percentiles>,
-    /// The histogram those are read from, kept so rows of several ranks merge exactly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_us: Option<Latency>,
+    /// `None` where no object was timed.
+    #[serde(flatten)]
+    pub latency: Option<Timed>,
 }
 
-/// Where the clients' controllers ended (`sluice_core::congestion`), summed over processes.
+/// Where the clients' controllers ended (`sluice_core::CongestionStats`), summed over processes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlight {
     /// Requests allowed in flight.
@@ -143,8 +141,14 @@ pub(super) fn print_table(rows: &[Row]) {
             r.per_process_mb_per_s,
             or_dash(r.batch_gap_p50_ms, 1),
             or_dash(r.batch_gap_max_ms, 1),
-            or_dash(r.latency.map_or(0.0, |l| l.p50_ms), 1),
-            or_dash(r.latency.map_or(0.0, |l| l.p99_ms), 1),
+            or_dash(
+                r.latency.as_ref().map_or(0.0, |l| l.percentiles().p50_ms),
+                1
+            ),
+            or_dash(
+                r.latency.as_ref().map_or(0.0, |l| l.percentiles().p99_ms),
+                1
+            ),
             r.cpu_s_per_gb,
             or_dash(r.peak_rss_mb, 0),
             r.first_epoch_mb_per_s
@@ -384,17 +388,16 @@ impl Row {
         };
         self.endpoints = EndpointCount::sum(self.endpoints.drain(..).chain(o.endpoints.clone()));
         self.in_flight = InFlight::sum(self.in_flight.into_iter().chain(o.in_flight));
-        if let Some(theirs) = &o.latency_us {
-            let mine = self.latency_us.get_or_insert_with(Latency::default);
-            mine.merge(theirs);
-            self.latency = mine.percentiles();
+        match (&mut self.latency, &o.latency) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.latency = Some(theirs.clone()),
+            (_, None) => {}
         }
     }
 
-    /// `latency` (and what it is read from) of a histogram; none when it is empty.
+    /// `latency` of a histogram; none when it is empty.
     pub fn with_latency(mut self, latency: Latency) -> Self {
-        self.latency = latency.percentiles();
-        self.latency_us = self.latency.is_some().then_some(latency);
+        self.latency = Timed::of(latency);
         self
     }
 }
@@ -426,7 +429,6 @@ mod tests {
             in_flight: None,
             accelerators: Vec::new(),
             latency: None,
-            latency_us: None,
         }
         .with_latency(latency)
     }
@@ -436,12 +438,34 @@ mod tests {
         let mut a = row(1_000_000, &[10, 20]);
         a.merge(&row(1_000_000, &[30, 400]));
         assert_eq!(a.processes, 2);
-        let p = a.latency.unwrap();
+        let p = a.latency.as_ref().unwrap().percentiles();
         assert!((p.max_ms - 400.0).abs() < 1.0, "{p:?}");
+        assert!((p.p50_ms - 20.0).abs() < 1.0, "{p:?}");
         // A rank that timed nothing takes the other's histogram as it is.
         let mut empty = row(0, &[]);
-        assert!(empty.latency.is_none() && empty.latency_us.is_none());
+        assert!(empty.latency.is_none());
         empty.merge(&a);
-        assert_eq!(empty.latency, a.latency);
+        assert_eq!(empty.latency.unwrap().percentiles(), p);
+    }
+
+    #[test]
+    fn a_rows_json_keeps_its_fields_and_reads_back_from_the_histogram() {
+        let a = row(1_000_000, &[10, 20, 30]);
+        let json: serde_json::Value = serde_json::to_value(&a).unwrap();
+        assert!((json["latency"]["p99_ms"].as_f64().unwrap() - 30.0).abs() < 1.0);
+        assert!(json["latency_us"].is_array(), "{json}");
+        // Percentiles that disagree with the histogram are not believed.
+        let mut edited = json.clone();
+        edited["latency"]["p99_ms"] = 999.0.into();
+        let back: Row = serde_json::from_value(edited).unwrap();
+        assert_eq!(
+            back.latency.unwrap().percentiles(),
+            a.latency.as_ref().unwrap().percentiles()
+        );
+        // A row that timed nothing has neither field, and reads back so.
+        let none = serde_json::to_value(row(0, &[])).unwrap();
+        assert!(none.get("latency").is_none() && none.get("latency_us").is_none());
+        let back: Row = serde_json::from_value(none).unwrap();
+        assert!(back.latency.is_none());
     }
 }

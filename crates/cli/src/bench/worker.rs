@@ -164,7 +164,6 @@ pub(super) fn worker_row(
         endpoints: EndpointCount::sum(dones.into_iter().flat_map(|d| d.endpoints)),
         accelerators: Vec::new(),
         latency: None,
-        latency_us: None,
     }
     .with_latency(latency))
 }
