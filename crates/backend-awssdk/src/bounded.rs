@@ -7,7 +7,7 @@ use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::primitives::SdkBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use sluice_core::reply::MAX_ERROR_BODY;
+use sluice_core::wire::MAX_ERROR_BODY;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 

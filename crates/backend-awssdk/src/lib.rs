@@ -27,9 +27,9 @@ use bytes::Bytes;
 use sluice_core::checksum::Crc;
 use sluice_core::error::{error_chain, find_source};
 use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use sluice_core::multipart::{MultipartApi, UploadedPart};
-use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
+use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
 use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
+use sluice_core::wire::{PutWire, UploadedPart};
 use sluice_core::{
     Attributes, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions, Result,
     S3Store, StoreConfig, Wire, WireFromConfig,
@@ -70,8 +70,8 @@ fn length(subject: &str, what: &str, n: Option<i64>) -> Result<u64> {
 }
 
 #[async_trait]
-impl GetAttempt for AwsSdkWire {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+impl GetWire for AwsSdkWire {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let subject = req.uri.to_string();
         let out = self
             .client
@@ -137,7 +137,7 @@ macro_rules! with_attributes {
 }
 
 #[async_trait]
-impl MultipartApi for AwsSdkWire {
+impl PutWire for AwsSdkWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let s = uri.to_string();
         let out = self
@@ -193,7 +193,7 @@ impl MultipartApi for AwsSdkWire {
         Ok(out.e_tag().map(str::to_owned))
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
@@ -239,7 +239,7 @@ impl MultipartApi for AwsSdkWire {
         Ok(out.e_tag().map(str::to_owned))
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -279,7 +279,7 @@ impl MultipartApi for AwsSdkWire {
         Ok(out.e_tag().map(str::to_owned))
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         let s = uri.to_string();
         self.client
             .abort_multipart_upload()
@@ -303,7 +303,7 @@ impl Wire for AwsSdkWire {
         &self.cfg
     }
 
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let subject = prefix.to_string();
         let page = self
             .client
@@ -345,7 +345,7 @@ impl Wire for AwsSdkWire {
         )
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.client
             .delete_object()
             .bucket(uri.bucket())
@@ -356,7 +356,7 @@ impl Wire for AwsSdkWire {
             .map_err(|e| self.err(&uri.to_string(), e))
     }
 
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let Some(first) = uris.first() else {
             return Ok(Vec::new());
         };
@@ -394,7 +394,7 @@ impl Wire for AwsSdkWire {
             .collect())
     }
 
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let out = self
             .client
             .copy_object()
@@ -411,7 +411,7 @@ impl Wire for AwsSdkWire {
         Ok(Some(PutInfo { etag, parts: None }))
     }
 
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         from: Option<UploadMarker>,

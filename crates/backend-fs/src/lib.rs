@@ -25,7 +25,7 @@ mod writer;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use sluice_core::store::unsupported;
+use sluice_core::unsupported;
 use sluice_core::{
     Attributes, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
     ObjectWriter, PutInfo, PutMode, PutOptions, PutPayload, Result, Scheme, Segment, WriteOptions,

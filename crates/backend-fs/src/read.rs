@@ -3,8 +3,8 @@
 
 use crate::aligned::{ALIGN, CHUNK, Pool};
 use crate::{etag_of, file_meta, open_for_read};
-use sluice_core::object::same_etag;
-use sluice_core::resume::changed;
+use sluice_core::changed;
+use sluice_core::same_etag;
 use sluice_core::{Error, GetInfo, GetOptions, ObjectUri, Result, Segment};
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -4,7 +4,7 @@
 use crate::{create_temp, etag_of, publish, task_failed, temp_path};
 use async_trait::async_trait;
 use bytes::Bytes;
-use sluice_core::upload::WriterState;
+use sluice_core::WriterState;
 use sluice_core::{Error, ObjectUri, ObjectWriter, Result, WriteInfo};
 use std::fs::File;
 use std::io::Write;

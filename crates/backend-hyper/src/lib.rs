@@ -5,7 +5,7 @@
 //! parser); every other request, and GETs over HTTP/2, go through hyper, whose body frames
 //! are copied once into the segment. Nothing buffers a whole body. Every wait is bounded
 //! (connect, first byte, body stall), and a body cut short resumes from the first missing
-//! byte through `sluice_core::resume`.
+//! byte through `sluice_core::get_with_resume`.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -24,10 +24,10 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
 use sluice_core::checksum::{self, Crc};
 use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use sluice_core::multipart::{MultipartApi, UploadedPart};
-use sluice_core::reply::ErrorDoc;
-use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
+use sluice_core::wire::ErrorDoc;
 use sluice_core::wire::MAX_UPLOADS_PAGE;
+use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
+use sluice_core::wire::{PutWire, UploadedPart};
 use sluice_core::{
     Attributes, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions, Result,
     S3Store, StoreConfig, Wire, WireFromConfig,
@@ -182,8 +182,8 @@ fn parse_u64(h: &HeaderMap, name: &str) -> Option<u64> {
 }
 
 #[async_trait]
-impl GetAttempt for HyperWire {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+impl GetWire for HyperWire {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let subject = req.uri.to_string();
         let url = self.addressing.object(req.uri, &[]);
         if let Some(direct) = &self.direct {
@@ -231,7 +231,7 @@ impl GetAttempt for HyperWire {
 }
 
 #[async_trait]
-impl MultipartApi for HyperWire {
+impl PutWire for HyperWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
@@ -270,7 +270,7 @@ impl MultipartApi for HyperWire {
         Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
@@ -321,7 +321,7 @@ impl MultipartApi for HyperWire {
         Ok(header_str(resp.headers(), "etag").map(str::to_owned))
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -357,7 +357,7 @@ impl MultipartApi for HyperWire {
         Ok(Self::parse_xml::<xml::CompleteMultipartUploadResult>(&s, &body)?.etag)
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[("uploadId", upload_id)]);
         self.transport
@@ -377,7 +377,7 @@ impl Wire for HyperWire {
         self.transport.config()
     }
 
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let mut q = vec![("list-type", "2"), ("prefix", prefix.key())];
         if !opts.recursive {
             q.push(("delimiter", "/"));
@@ -416,7 +416,7 @@ impl Wire for HyperWire {
         )
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
         self.transport
@@ -425,7 +425,7 @@ impl Wire for HyperWire {
             .map(drop)
     }
 
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let Some(first) = uris.first() else {
             return Ok(Vec::new());
         };
@@ -455,7 +455,7 @@ impl Wire for HyperWire {
             .collect())
     }
 
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let s = to.to_string();
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -473,7 +473,7 @@ impl Wire for HyperWire {
         Ok(Some(PutInfo { etag, parts: None }))
     }
 
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         from: Option<UploadMarker>,

@@ -5,7 +5,7 @@
 //! rebinding), so the addresses actually connected to are checked again here.
 
 use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
-use sluice_core::redirect::forbidden_ip;
+use sluice_core::wire::redirect::forbidden_ip;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;

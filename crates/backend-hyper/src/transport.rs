@@ -12,7 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use sluice_core::error::{Moved, is_redirect};
 use sluice_core::error::{error_chain, sources};
-use sluice_core::reply::{MAX_ERROR_BODY, error_reply};
+use sluice_core::wire::{MAX_ERROR_BODY, error_reply};
 use sluice_core::{Error, Result, StoreConfig, TimeoutPhase};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -1,7 +1,7 @@
 //! The S3 XML documents this backend reads and writes.
 
 use serde::Deserialize;
-use sluice_core::multipart::UploadedPart;
+use sluice_core::wire::UploadedPart;
 use std::time::SystemTime;
 
 #[derive(Debug, Deserialize)]
@@ -247,7 +247,7 @@ mod tests {
             let cut = doc.char_indices().map(|(i, _)| i).find(|i| *i >= cut.min(doc.len())).unwrap_or(doc.len());
             for body in [junk.as_str(), &doc, &doc[..cut]] {
                 let _ = parse::<ListBucketResult>(body);
-                let _ = sluice_core::reply::ErrorDoc::parse(body.as_bytes());
+                let _ = sluice_core::wire::ErrorDoc::parse(body.as_bytes());
                 let _ = parse::<InitiateMultipartUploadResult>(body);
                 let _ = parse::<CompleteMultipartUploadResult>(body);
             }

@@ -7,7 +7,7 @@ use crate::http::{ErrorReply, WholeObject};
 use object_store::client::{HttpError, HttpErrorKind};
 use sluice_core::error::{Moved, is_redirect};
 use sluice_core::error::{error_chain, find_source};
-use sluice_core::reply::error_reply;
+use sluice_core::wire::error_reply;
 use sluice_core::{Error, ObjectUri, TimeoutPhase, Timeouts};
 
 /// What a reply object_store refused means (one it received, with a success status, and

@@ -12,7 +12,7 @@ use object_store::ClientOptions;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
 };
-use sluice_core::reply::MAX_ERROR_BODY;
+use sluice_core::wire::MAX_ERROR_BODY;
 use std::time::Duration;
 
 /// An error status and what was read of its body.

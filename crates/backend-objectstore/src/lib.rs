@@ -28,9 +28,9 @@ use object_store::{
 };
 use sluice_core::checksum::Crc;
 use sluice_core::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use sluice_core::multipart::{MultipartApi, UploadedPart};
-use sluice_core::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
-use sluice_core::store::unsupported;
+use sluice_core::unsupported;
+use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
+use sluice_core::wire::{PutWire, UploadedPart};
 use sluice_core::{
     Attributes, ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo,
     PutMode, PutOptions, Result, S3Store, StoreConfig, Wire, WireFromConfig,
@@ -110,7 +110,7 @@ impl ObjectStoreWire {
         // The HTTP client is ours (`http::Connector`); object_store's options only say
         // whether plain http is allowed. No whole-request timeout: it would cut off large
         // bodies on slow links; the body's stall timeout is enforced per chunk in
-        // `get_attempt`.
+        // `get_object`.
         let opts = ClientOptions::new().with_allow_http(endpoint.scheme() == "http");
         let connector = http::Connector(self.http.clone());
         // One attempt per call: core's policy layer retries, as for every backend.
@@ -184,8 +184,8 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
 }
 
 #[async_trait]
-impl GetAttempt for ObjectStoreWire {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+impl GetWire for ObjectStoreWire {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let store = self.store(req.uri.bucket())?;
         // A whole object is asked for as `bytes=0-`: object_store then checks the reply's
         // Content-Range and reports it, where an unranged GET answered with a part of the
@@ -240,7 +240,7 @@ impl GetAttempt for ObjectStoreWire {
 /// object_store's low-level multipart calls, so uploads run through core's one multipart
 /// loop and streaming writer like every backend's.
 #[async_trait]
-impl MultipartApi for ObjectStoreWire {
+impl PutWire for ObjectStoreWire {
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         // `head` is this same HEAD, less the attributes.
         let opts = object_store::GetOptions {
@@ -288,7 +288,7 @@ impl MultipartApi for ObjectStoreWire {
         Ok(r.e_tag)
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         _checksummed: bool,
@@ -330,7 +330,7 @@ impl MultipartApi for ObjectStoreWire {
         Ok(Some(part.content_id))
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -338,7 +338,7 @@ impl MultipartApi for ObjectStoreWire {
         _checksum: Option<Crc>,
         mode: &PutMode,
     ) -> Result<Option<String>> {
-        // Refused by `create_upload` already; here against a caller that skipped it.
+        // Refused by `create_multipart_upload` already; here against a caller that skipped it.
         if *mode != PutMode::Overwrite {
             return Err(unsupported(
                 "objectstore",
@@ -360,7 +360,7 @@ impl MultipartApi for ObjectStoreWire {
         Ok(r.e_tag)
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         self.store(uri.bucket())?
             .abort_multipart(&path(uri)?, &upload_id.to_owned())
             .await
@@ -378,7 +378,7 @@ impl Wire for ObjectStoreWire {
         &self.cfg
     }
 
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let opts = PaginatedListOptions {
             delimiter: (!opts.recursive).then_some("/".into()),
             page_token: opts.token.clone(),
@@ -409,7 +409,7 @@ impl Wire for ObjectStoreWire {
         ListPage::new(&prefix.to_string(), entries, truncated, page.page_token)
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.store(uri.bucket())?
             .delete(&path(uri)?)
             .await
@@ -418,7 +418,7 @@ impl Wire for ObjectStoreWire {
 
     /// object_store's `delete_stream` sends one DeleteObjects per 1,000 paths and yields
     /// either one result per path (the request answered) or a single error (it did not).
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let Some(first) = uris.first() else {
             return Ok(Vec::new());
         };
@@ -475,7 +475,7 @@ impl Wire for ObjectStoreWire {
         Ok(refused)
     }
 
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         if from.bucket() != to.bucket() {
             // object_store's client is one bucket's: its CopyObject copies within it.
             return Ok(None);
@@ -492,12 +492,12 @@ impl Wire for ObjectStoreWire {
     }
 
     /// object_store has no call for ListMultipartUploads.
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         _from: Option<UploadMarker>,
     ) -> Result<UploadsPage> {
-        Err(sluice_core::store::unsupported(
+        Err(sluice_core::unsupported(
             "objectstore",
             prefix,
             "listing multipart uploads (object_store has no call for it; use S3_BACKEND=hyper or awssdk)",

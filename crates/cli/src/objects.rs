@@ -211,7 +211,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let jobs = a.jobs.map(|j| usize::try_from(j).unwrap_or(usize::MAX));
     if let Some(j) = jobs {
         cfg.max_connections = j;
-        cfg.concurrency = sluice_core::congestion::Concurrency::Fixed;
+        cfg.concurrency = sluice_core::Concurrency::Fixed;
     }
     let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let (dataset, paths) = expand(store.as_ref(), &a.uris).await?;

@@ -83,13 +83,13 @@ impl Crc {
 /// the CRC of a 1 GiB `sluice cp` took 85–93 ms of CPU summed after each 1 MiB `pread`,
 /// 49–56 after each 256 KiB, 42–46 after each 128 KiB, against 128–136 for a pass over each
 /// 8 MiB part afterwards (`scripts/measure-checksums`, 2-core VM).
-pub const HOT: usize = 128 << 10;
+pub(crate) const HOT: usize = 128 << 10;
 
 /// CRCs of consecutive pieces of some bytes, taken while the bytes were still in cache (as
-/// they were read from a file or a socket, see [`Tally`]). A writer that cuts the bytes into
+/// they were read from a file or a socket, see `Tally`). A writer that cuts the bytes into
 /// parts uses a piece that is exactly a part as the part's CRC instead of reading the part
 /// again: a CRC pass over bytes already evicted from cache cost 7% of `sluice cp`'s CPU
-/// samples, the same CRC taken as the bytes landed 3% (see [`HOT`]). Pieces are best cut
+/// samples, the same CRC taken as the bytes landed 3% (see `HOT`). Pieces are best cut
 /// where the parts will be: combining CRCs (`crc-fast`'s `checksum_combine`, GF(2) matrix
 /// squaring) costs tens of µs each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -144,7 +144,7 @@ impl Pieces {
 /// Takes the CRC of bytes as they land, one running digest per piece of `piece` bytes (see
 /// [`Pieces`]). The caller feeds each run of bytes right after writing it, while it is hot.
 #[derive(Debug, Clone)]
-pub struct Tally {
+pub(crate) struct Tally {
     piece: u64,
     done: Vec<Crc>,
     open: Option<(crc_fast::Digest, u64)>,
@@ -152,7 +152,7 @@ pub struct Tally {
 
 impl Tally {
     /// A tally that closes a piece every `piece` bytes (at least one).
-    pub fn new(piece: u64) -> Self {
+    pub(crate) fn new(piece: u64) -> Self {
         Self {
             piece: piece.max(1),
             done: Vec::new(),
@@ -161,7 +161,7 @@ impl Tally {
     }
 
     /// Adds the next `bytes`.
-    pub fn update(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn update(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
             let (digest, len) = self
                 .open
@@ -187,23 +187,18 @@ impl Tally {
     }
 
     /// How many bytes it has taken.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.done.iter().map(|p| p.len).sum::<u64>() + self.open.as_ref().map_or(0, |o| o.1)
     }
 
-    /// Whether it has taken none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Forgets everything taken (the piece length stays).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.done.clear();
         self.open = None;
     }
 
     /// The pieces of everything taken.
-    pub fn finish(mut self) -> Pieces {
+    pub(crate) fn finish(mut self) -> Pieces {
         self.close();
         Pieces(self.done)
     }

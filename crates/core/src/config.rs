@@ -155,7 +155,7 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// S3's smallest allowed part (except the last) is 5 MiB; 16 MiB keeps a 140 MiB object to
 /// nine parts while each part still streams at full speed.
-pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MULTIPART_THRESHOLD: u64 = 16 * 1024 * 1024;
 /// Bytes per multipart part unless configured: 16 MiB, for the reasons given at
 /// `DEFAULT_MULTIPART_THRESHOLD`.
 pub const DEFAULT_MULTIPART_PART_SIZE: u64 = 16 * 1024 * 1024;
@@ -521,7 +521,7 @@ fn redact_userinfo(v: &str) -> String {
 
 /// A region is part of the host name and of the signature: `[a-z0-9-]+`, nothing that could
 /// change the host a request goes to (`evil.com/`) or break a header (`us east`).
-pub fn check_region(option: &str, region: &str) -> Result<()> {
+pub(crate) fn check_region(option: &str, region: &str) -> Result<()> {
     let ok = !region.is_empty()
         && region.len() <= 64
         && region
@@ -582,7 +582,7 @@ fn parse_attempts(s: &str) -> std::result::Result<u32, &'static str> {
 }
 
 /// Seconds, as `10`, `2.5`, or with a unit: `500ms`, `3s`.
-pub fn parse_seconds(s: &str) -> std::result::Result<Duration, &'static str> {
+pub(crate) fn parse_seconds(s: &str) -> std::result::Result<Duration, &'static str> {
     const WANT: &str = "a duration in seconds such as 10, 2.5, 500ms or 3s";
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1e-3)

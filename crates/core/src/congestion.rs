@@ -57,7 +57,7 @@ const BETA: f64 = 0.7;
 /// saturates one core against a loopback server (docs/benchmarks.md).
 pub const ADAPTIVE_START: usize = 16;
 /// Measured rounds at a held limit before it tries a quarter more.
-pub const PROBE_EVERY: u32 = 8;
+pub(crate) const PROBE_EVERY: u32 = 8;
 /// Rate a doubling must bring to be kept: a latency-bound store answers about 2×; a round
 /// of `4 × limit` answers varies by ~10% on a store with S3's latency spread.
 const SLOW_START_GAIN: f64 = 1.25;
@@ -179,7 +179,7 @@ pub struct CongestionStats {
 
 /// The controller of one client (module docs).
 #[derive(Debug)]
-pub struct Congestion {
+pub(crate) struct Congestion {
     max: usize,
     mode: Concurrency,
     policy: RetryPolicy,
@@ -190,7 +190,7 @@ pub struct Congestion {
 impl Congestion {
     /// At most `max` requests in flight (at least one), found at run time or fixed (`mode`);
     /// the gate's backoff follows `policy`.
-    pub fn new(max: usize, mode: Concurrency, policy: RetryPolicy) -> Self {
+    pub(crate) fn new(max: usize, mode: Concurrency, policy: RetryPolicy) -> Self {
         let max = max.max(1);
         let (start, phase) = match mode {
             Concurrency::Adaptive => (ADAPTIVE_START.min(max), Phase::SlowStart { base: None }),
@@ -227,7 +227,7 @@ impl Congestion {
 
     /// Waits until a request may be sent: the gate is open and fewer than the limit are in
     /// flight.
-    pub async fn acquire(&self) -> Permit<'_> {
+    pub(crate) async fn acquire(&self) -> Permit<'_> {
         loop {
             let gate = self.state.lock().unwrap().gate;
             if let Some(until) = gate.filter(|g| *g > Instant::now()) {
@@ -254,7 +254,7 @@ impl Congestion {
     }
 
     /// The limit now and what set it.
-    pub fn stats(&self) -> CongestionStats {
+    pub(crate) fn stats(&self) -> CongestionStats {
         let s = self.state.lock().unwrap();
         CongestionStats {
             limit: s.allowed(self.max),
@@ -423,7 +423,7 @@ impl Congestion {
 /// One request in flight. `finish` tells the controller how it went; dropped unfinished
 /// (the caller gave up), it only frees its place.
 #[derive(Debug)]
-pub struct Permit<'a> {
+pub(crate) struct Permit<'a> {
     owner: &'a Congestion,
     permit: Option<SemaphorePermit<'a>>,
     sent: Instant,
@@ -431,7 +431,7 @@ pub struct Permit<'a> {
 
 impl Permit<'_> {
     /// Records the request's outcome and frees its place.
-    pub fn finish<T>(mut self, result: &Result<T>) {
+    pub(crate) fn finish<T>(mut self, result: &Result<T>) {
         let outcome = match result {
             Ok(_) => Outcome::Answered,
             Err(e) if e.is_throttle() => Outcome::Throttled,

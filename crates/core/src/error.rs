@@ -401,7 +401,7 @@ static KNOWN_SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Ve
 const MIN_SECRET_LEN: usize = 12;
 
 /// Keeps `secret` out of every error message from now on.
-pub fn register_secret(secret: &str) {
+pub(crate) fn register_secret(secret: &str) {
     if secret.len() < MIN_SECRET_LEN {
         return;
     }
@@ -416,7 +416,7 @@ pub fn register_secret(secret: &str) {
 }
 
 /// Server text kept in an error message: enough to diagnose, not a 64 MiB body on stderr.
-pub const MAX_SERVER_TEXT: usize = 1024;
+pub(crate) const MAX_SERVER_TEXT: usize = 1024;
 
 /// Where a secret's value follows in server or library text: a session token echoed in a
 /// SignatureDoesNotMatch body's canonical request, presigned-URL query values, signatures.

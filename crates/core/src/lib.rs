@@ -5,47 +5,48 @@
 //! AWS environment, the error type, retry classification and backoff, resumption of
 //! interrupted bodies, range planning and zero-copy assembly of ranged reads.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod checksum;
 pub mod config;
-pub mod congestion;
-pub mod credentials;
+mod congestion;
+mod credentials;
 pub mod error;
 pub mod listing;
-pub mod multipart;
-pub mod object;
-pub mod put_options;
-pub mod range;
-pub mod redirect;
-pub mod reply;
-pub mod resume;
-pub mod retry;
-pub mod s3store;
-pub mod segment;
-pub mod spread;
-pub mod store;
+mod multipart;
+mod object;
+mod put_options;
+mod range;
+mod reply;
+mod resume;
+mod retry;
+mod s3store;
+mod segment;
+mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
-pub mod upload;
-pub mod uri;
+mod upload;
+mod uri;
 pub mod wire;
 
 pub use config::{Checksums, StoreConfig, Timeouts};
-pub use congestion::CongestionStats;
+pub use congestion::{ADAPTIVE_START, Concurrency, CongestionStats};
 pub use credentials::CredentialsCache;
 pub use error::{Error, ErrorKind, Result, TimeoutPhase};
+pub use listing::{ListOptions, ListPage, Upload};
+pub use multipart::Multipart;
+pub use object::{EndpointStats, MAX_OBJECT_SIZE, same_etag};
 pub use put_options::{Attributes, PutMode, PutOptions};
-pub use range::{ByteRange, RangePlanner};
-pub use resume::{BodySink, GetAttempt, GetRequest, ResponseHead, get_with_resume};
-pub use retry::RetryPolicy;
+pub use range::{ByteRange, RangePlanner, split_ranges};
+pub use resume::{changed, get_with_resume};
+pub use retry::{RetryPolicy, retry_counts};
 pub use s3store::S3Store;
 pub use segment::{Segment, SegmentError, SegmentedBuffer};
-pub use spread::Spread;
-pub use store::EndpointStats;
 pub use store::{
     GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, ObjectStore, PutInfo, PutPayload,
+    spawn_list, unsupported,
 };
-pub use upload::{ObjectWriter, WriteInfo, WriteOptions};
+pub use upload::{MAX_PARTS, ObjectWriter, PART_CONCURRENCY, WriteInfo, WriteOptions, WriterState};
 pub use uri::{ObjectUri, Scheme};
+pub use wire::spread::Spread;
 pub use wire::{Wire, WireFromConfig};

@@ -96,7 +96,10 @@ impl<T, K> Page<T, K> {
 /// Streams every page's entries in order; `fetch(token)` makes one attempt at one page
 /// (`None`: the first) and is retried under `policy`. The first error ends the stream. A
 /// continuation token handed out twice is an error: following it would loop for ever.
-pub fn paginate<'a, T, K, F, Fut>(policy: &'a RetryPolicy, fetch: F) -> BoxStream<'a, Result<T>>
+pub(crate) fn paginate<'a, T, K, F, Fut>(
+    policy: &'a RetryPolicy,
+    fetch: F,
+) -> BoxStream<'a, Result<T>>
 where
     T: Send + 'a,
     K: Clone + Eq + std::hash::Hash + std::fmt::Debug + Send + Sync + 'a,

@@ -4,11 +4,12 @@
 
 use crate::checksum::{Crc, HOT, Pieces, Tally};
 use crate::error::{Error, Result};
-use crate::object::{ObjectMeta, PutInfo, same_etag};
+use crate::object::{PutInfo, same_etag};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::retry::{RetryPolicy, retry};
 use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
 use crate::uri::ObjectUri;
+use crate::wire::{PutWire, UploadedPart};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
@@ -18,63 +19,11 @@ use tokio::task::JoinSet;
 
 use crate::upload::PARTS_FROM_MEMORY;
 
-/// The four calls of the S3 multipart API and a plain PUT, as a backend makes them (one
-/// attempt each). A `checksum` given is sent for the store to check the bytes against
-/// (`checksum`'s module says why and how); a stack that cannot send one ignores it. A
-/// condition ([`PutMode`]) or attributes a stack cannot send are refused (`store::unsupported`),
-/// never dropped.
-#[async_trait]
-pub trait MultipartApi: Send + Sync + 'static {
-    /// One PUT of a whole object, with `opts`' condition and attributes. Returns its ETag.
-    async fn put_object(
-        &self,
-        uri: &ObjectUri,
-        data: Bytes,
-        checksum: Option<Crc>,
-        opts: &PutOptions,
-    ) -> Result<Option<String>>;
-    /// CreateMultipartUpload, the object to carry `opts.attributes`; with `checksummed`, the
-    /// upload's parts and whole object will carry CRC64NVME checksums. Returns the upload id
-    /// every later call of the upload names. `opts.mode` is sent only with Complete, but a
-    /// stack that cannot send it there refuses here, before any part is uploaded.
-    async fn create_upload(
-        &self,
-        uri: &ObjectUri,
-        checksummed: bool,
-        opts: &PutOptions,
-    ) -> Result<String>;
-    /// Returns the ETag the response carried; `upload` turns a missing one into an error.
-    async fn upload_part(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        part_number: u32,
-        data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>>;
-    /// `parts` in order; `checksum` is the whole object's; the object appears only if
-    /// `mode` allows. Returns the object's ETag.
-    async fn complete_upload(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        parts: &[UploadedPart],
-        checksum: Option<Crc>,
-        mode: &PutMode,
-    ) -> Result<Option<String>>;
-    /// AbortMultipartUpload: deletes the parts uploaded so far, which would otherwise be
-    /// kept (and billed) by the store.
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()>;
-    /// HEAD of the object: tells a Complete that was applied but whose answer was lost
-    /// from one that never happened.
-    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
-}
-
 /// A multipart upload that is aborted when this guard is dropped armed (with an id): the
 /// future of a whole-object upload dropped before Complete (Ctrl-C, a caller's timeout), or a
 /// streaming writer dropped unfinished, leaves no parts behind.
 struct AbortGuard {
-    api: Arc<dyn MultipartApi>,
+    api: Arc<dyn PutWire>,
     uri: ObjectUri,
     upload_id: Option<String>,
     /// To abort from `Drop`, which may run outside the runtime (a Python finaliser).
@@ -85,7 +34,7 @@ struct AbortGuard {
 }
 
 impl AbortGuard {
-    fn new(api: Arc<dyn MultipartApi>, uri: ObjectUri, upload_id: Option<String>) -> Self {
+    fn new(api: Arc<dyn PutWire>, uri: ObjectUri, upload_id: Option<String>) -> Self {
         Self {
             api,
             uri,
@@ -112,7 +61,7 @@ impl Drop for AbortGuard {
         match &self.runtime {
             Some(rt) => {
                 rt.spawn(async move {
-                    if let Err(e) = api.abort_upload(&uri, &upload_id).await {
+                    if let Err(e) = api.abort_multipart_upload(&uri, &upload_id).await {
                         tracing::warn!(%uri, upload_id, error = %e, "could not abort dropped multipart upload");
                     }
                 });
@@ -122,17 +71,6 @@ impl Drop for AbortGuard {
             }
         }
     }
-}
-
-/// A part uploaded: what CompleteMultipartUpload names it by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UploadedPart {
-    /// 1 to 10,000.
-    pub number: u32,
-    /// The ETag the store answered the part with.
-    pub etag: String,
-    /// The checksum it was sent with, if any (repeated in Complete, as S3 asks).
-    pub checksum: Option<Crc>,
 }
 
 /// S3's ETag of a multipart object: the MD5 of its parts' binary MD5s, then `-<parts>`
@@ -173,7 +111,7 @@ pub(crate) fn no_such_upload(e: &Error) -> bool {
 /// answer was lost: the object is then checked by HEAD, and the upload counts as done only
 /// if its ETag is the one these parts make.
 async fn complete(
-    api: &dyn MultipartApi,
+    api: &dyn PutWire,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     upload_id: &str,
@@ -190,7 +128,7 @@ async fn complete(
     retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
         match api
-            .complete_upload(uri, upload_id, parts, checksum, mode)
+            .complete_multipart_upload(uri, upload_id, parts, checksum, mode)
             .await
         {
             Err(e) if again && no_such_upload(&e) => {
@@ -232,7 +170,7 @@ async fn complete(
 /// another or none; `Err` only for a HEAD that failed in a way worth retrying (the caller's
 /// retry loop repeats the request, whose answer brings the check back).
 async fn applied_earlier(
-    api: &dyn MultipartApi,
+    api: &dyn PutWire,
     uri: &ObjectUri,
     expected: Option<String>,
 ) -> Result<Option<String>> {
@@ -257,7 +195,7 @@ async fn applied_earlier(
 /// tell this write from another writer's of the very same bytes, which then also counts as
 /// this one's: the object is what was asked for either way.
 async fn put_whole(
-    api: &dyn MultipartApi,
+    api: &dyn PutWire,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: &Bytes,
@@ -282,8 +220,8 @@ async fn put_whole(
 /// Uploads `data` as parts of `part_size` bytes (the last shorter), each with its checksum
 /// when `checksums`, the object made as `opts` says. On error, or if this future is dropped
 /// before Complete, the upload is aborted.
-pub async fn upload(
-    api: &Arc<dyn MultipartApi>,
+pub(crate) async fn upload(
+    api: &Arc<dyn PutWire>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
@@ -301,7 +239,7 @@ pub async fn upload(
             ),
         ));
     }
-    let upload_id = retry(policy, || api.create_upload(uri, checksums, opts)).await?;
+    let upload_id = retry(policy, || api.create_multipart_upload(uri, checksums, opts)).await?;
     let mut guard = AbortGuard::new(api.clone(), uri.clone(), Some(upload_id.clone()));
     let parts: Vec<(u32, Bytes)> = data
         .chunks(part_size)
@@ -327,7 +265,7 @@ pub async fn upload(
     };
     guard.disarm();
     if let Err(e) = &result {
-        match api.abort_upload(uri, &upload_id).await {
+        match api.abort_multipart_upload(uri, &upload_id).await {
             Ok(()) => {
                 tracing::info!(%uri, upload_id, error = %e, "aborted failed multipart upload")
             }
@@ -342,7 +280,7 @@ pub async fn upload(
 /// Uploads part `n` with retries, with its checksum `crc` when given (sent with every
 /// attempt); a reply without an ETag is an error (Complete needs it).
 async fn upload_part(
-    api: &dyn MultipartApi,
+    api: &dyn PutWire,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     upload_id: &str,
@@ -370,8 +308,8 @@ async fn upload_part(
 
 /// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
 #[allow(clippy::too_many_arguments)]
-pub async fn put(
-    api: &Arc<dyn MultipartApi>,
+pub(crate) async fn put(
+    api: &Arc<dyn PutWire>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
@@ -394,7 +332,7 @@ pub async fn put(
 /// checksum: their caller numbers them and may send them from anywhere.
 #[derive(Clone)]
 pub struct Multipart {
-    api: Arc<dyn MultipartApi>,
+    api: Arc<dyn PutWire>,
     policy: RetryPolicy,
 }
 
@@ -408,7 +346,7 @@ impl std::fmt::Debug for Multipart {
 
 impl Multipart {
     /// The calls of `api`, retried under `policy`.
-    pub fn new(api: Arc<dyn MultipartApi>, policy: RetryPolicy) -> Self {
+    pub fn new(api: Arc<dyn PutWire>, policy: RetryPolicy) -> Self {
         Self { api, policy }
     }
 
@@ -419,7 +357,10 @@ impl Multipart {
             attributes: attributes.clone(),
             ..PutOptions::default()
         };
-        retry(&self.policy, || self.api.create_upload(uri, false, &opts)).await
+        retry(&self.policy, || {
+            self.api.create_multipart_upload(uri, false, &opts)
+        })
+        .await
     }
 
     /// Uploads part `number` (1 to 10,000).
@@ -456,15 +397,18 @@ impl Multipart {
 
     /// Aborts the upload: its parts are deleted.
     pub async fn abort(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        retry(&self.policy, || self.api.abort_upload(uri, upload_id)).await
+        retry(&self.policy, || {
+            self.api.abort_multipart_upload(uri, upload_id)
+        })
+        .await
     }
 }
 
 /// A streaming multipart upload: parts are cut from the bytes written and uploaded while
 /// the producer goes on, at most `max_in_flight` at a time. The upload is created with the
 /// first full part; an object that never fills one is sent with a single PUT at `finish`.
-pub struct MultipartWriter {
-    api: Arc<dyn MultipartApi>,
+pub(crate) struct MultipartWriter {
+    api: Arc<dyn PutWire>,
     policy: RetryPolicy,
     uri: ObjectUri,
     opts: WriteOptions,
@@ -498,8 +442,8 @@ impl MultipartWriter {
     /// A writer of `uri` through `api`, each request retried under `policy`, parts cut and
     /// sent as `opts` says. Nothing is sent until the first part is full. Errors if `opts`
     /// is outside S3's limits (`WriteOptions::validate`).
-    pub fn new(
-        api: Arc<dyn MultipartApi>,
+    pub(crate) fn new(
+        api: Arc<dyn PutWire>,
         policy: RetryPolicy,
         uri: ObjectUri,
         opts: WriteOptions,
@@ -545,7 +489,7 @@ impl MultipartWriter {
                 let checksummed = self.opts.checksums;
                 let id = retry(&self.policy, || {
                     self.api
-                        .create_upload(&self.uri, checksummed, &self.opts.put)
+                        .create_multipart_upload(&self.uri, checksummed, &self.opts.put)
                 })
                 .await?;
                 self.upload.upload_id = Some(id.clone());
@@ -592,7 +536,7 @@ impl MultipartWriter {
         self.in_flight.abort_all();
         while self.in_flight.join_next().await.is_some() {}
         if let Some(id) = self.upload.upload_id.take() {
-            match self.api.abort_upload(&self.uri, &id).await {
+            match self.api.abort_multipart_upload(&self.uri, &id).await {
                 Ok(()) => {
                     tracing::info!(uri = %self.uri, upload_id = id, "aborted multipart upload")
                 }
@@ -779,6 +723,7 @@ impl Drop for MultipartWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::ObjectMeta;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -807,12 +752,12 @@ mod tests {
         lose_put_answer: bool,
     }
 
-    fn api(fake: &Arc<Fake>) -> Arc<dyn MultipartApi> {
+    fn api(fake: &Arc<Fake>) -> Arc<dyn PutWire> {
         fake.clone()
     }
 
     #[async_trait]
-    impl MultipartApi for Fake {
+    impl PutWire for Fake {
         async fn put_object(
             &self,
             uri: &ObjectUri,
@@ -836,7 +781,12 @@ mod tests {
             }
             Ok(Some("\"single\"".into()))
         }
-        async fn create_upload(&self, _: &ObjectUri, _: bool, _: &PutOptions) -> Result<String> {
+        async fn create_multipart_upload(
+            &self,
+            _: &ObjectUri,
+            _: bool,
+            _: &PutOptions,
+        ) -> Result<String> {
             *self.created.lock().unwrap() += 1;
             Ok("u1".into())
         }
@@ -877,7 +827,7 @@ mod tests {
             // MD5-shaped, as S3's are, so that the object's ETag can be derived from them.
             Ok((self.no_etag_part != Some(n)).then(|| format!("\"{n:032x}\"")))
         }
-        async fn complete_upload(
+        async fn complete_multipart_upload(
             &self,
             uri: &ObjectUri,
             _: &str,
@@ -902,7 +852,7 @@ mod tests {
             *self.completed.lock().unwrap() = parts.to_vec();
             Ok(Some("\"final-3\"".into()))
         }
-        async fn abort_upload(&self, _: &ObjectUri, _: &str) -> Result<()> {
+        async fn abort_multipart_upload(&self, _: &ObjectUri, _: &str) -> Result<()> {
             *self.aborted.lock().unwrap() = true;
             Ok(())
         }

@@ -124,3 +124,22 @@ pub fn same_etag(a: &str, b: &str) -> bool {
     };
     bare(a) == bare(b)
 }
+
+/// What one endpoint has done so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// The endpoint.
+    pub url: url::Url,
+    /// Attempts sent to it.
+    pub requests: u64,
+    /// Attempts that failed to reach it (refused, reset, timed out).
+    pub failures: u64,
+    /// Body bytes received from it.
+    pub bytes_read: u64,
+    /// Body bytes sent to it (PUTs and parts).
+    pub bytes_written: u64,
+    /// Attempts in flight now.
+    pub in_flight: usize,
+    /// Whether it is being avoided now.
+    pub down: bool,
+}

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// What S3 puts before a user metadata name in a header.
-pub const METADATA_PREFIX: &str = "x-amz-meta-";
+pub(crate) const METADATA_PREFIX: &str = "x-amz-meta-";
 
 /// When a write may replace the object under its key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

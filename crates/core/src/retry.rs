@@ -84,7 +84,7 @@ pub fn retry_counts() -> BTreeMap<String, u64> {
 }
 
 /// Runs `op` until it succeeds, fails with a final error, or the attempts run out.
-pub async fn retry<T, F, Fut>(policy: &RetryPolicy, mut op: F) -> Result<T>
+pub(crate) async fn retry<T, F, Fut>(policy: &RetryPolicy, mut op: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,

@@ -7,15 +7,16 @@ use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, paginate};
-use crate::multipart::{self, MultipartApi, MultipartWriter, UploadedPart};
+use crate::multipart::{self, MultipartWriter};
 use crate::put_options::{PutMode, PutOptions};
-use crate::redirect::Redirects;
-use crate::resume::{BodySink, GetAttempt, GetRequest, get_with_resume};
+use crate::resume::get_with_resume;
 use crate::retry::retry;
 use crate::segment::Segment;
 use crate::store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
+use crate::wire::redirect::Redirects;
+use crate::wire::{BodySink, GetRequest, GetWire, PutWire, UploadedPart};
 use crate::wire::{MAX_DELETE_BATCH, Wire, WireFromConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -100,7 +101,7 @@ impl<W: Wire> S3Store<W> {
         self.inner.wire.config()
     }
 
-    fn multipart_api(&self) -> Arc<dyn MultipartApi> {
+    fn multipart_api(&self) -> Arc<dyn PutWire> {
         self.inner.clone()
     }
 }
@@ -126,14 +127,18 @@ impl<W> Limited<W> {
 }
 
 #[async_trait]
-impl<W: Wire> GetAttempt for Limited<W> {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        self.send(self.wire.get_attempt(req, sink)).await
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> GetWire for Limited<W> {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        self.send(self.wire.get_object(req, sink)).await
     }
 }
 
 #[async_trait]
-impl<W: Wire> MultipartApi for Limited<W> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> PutWire for Limited<W> {
     async fn put_object(
         &self,
         uri: &ObjectUri,
@@ -145,13 +150,13 @@ impl<W: Wire> MultipartApi for Limited<W> {
             .await
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
         opts: &PutOptions,
     ) -> Result<String> {
-        self.send(self.wire.create_upload(uri, checksummed, opts))
+        self.send(self.wire.create_multipart_upload(uri, checksummed, opts))
             .await
     }
 
@@ -170,7 +175,7 @@ impl<W: Wire> MultipartApi for Limited<W> {
         .await
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -180,13 +185,14 @@ impl<W: Wire> MultipartApi for Limited<W> {
     ) -> Result<Option<String>> {
         self.send(
             self.wire
-                .complete_upload(uri, upload_id, parts, checksum, mode),
+                .complete_multipart_upload(uri, upload_id, parts, checksum, mode),
         )
         .await
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        self.send(self.wire.abort_upload(uri, upload_id)).await
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        self.send(self.wire.abort_multipart_upload(uri, upload_id))
+            .await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -200,7 +206,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         self.inner.wire.backend()
     }
 
-    fn endpoint_stats(&self) -> Vec<crate::store::EndpointStats> {
+    fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
         self.inner.wire.endpoint_stats()
     }
 
@@ -228,7 +234,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             async move {
                 let opts = ListOptions::from(recursive, token);
                 self.inner
-                    .send(self.inner.wire.list_page(&prefix, &opts))
+                    .send(self.inner.wire.list_objects_v2(&prefix, &opts))
                     .await
             }
         })
@@ -236,7 +242,8 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         retry(&self.cfg().retry, || {
-            self.inner.send(self.inner.wire.list_page(prefix, opts))
+            self.inner
+                .send(self.inner.wire.list_objects_v2(prefix, opts))
         })
         .await
     }
@@ -279,7 +286,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {
         retry(&self.cfg().retry, || async {
-            self.inner.send(self.inner.wire.delete_once(uri)).await
+            self.inner.send(self.inner.wire.delete_object(uri)).await
         })
         .await
     }
@@ -292,9 +299,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         for batch in delete_batches(uris) {
             refused.extend(
                 retry(&self.cfg().retry, || async {
-                    self.inner
-                        .send(self.inner.wire.delete_batch_once(batch))
-                        .await
+                    self.inner.send(self.inner.wire.delete_objects(batch)).await
                 })
                 .await?,
             );
@@ -304,7 +309,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         retry(&self.cfg().retry, || async {
-            self.inner.send(self.inner.wire.copy_once(from, to)).await
+            self.inner.send(self.inner.wire.copy_object(from, to)).await
         })
         .await
     }
@@ -315,7 +320,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             let prefix = prefix.clone();
             async move {
                 self.inner
-                    .send(self.inner.wire.list_uploads_page(&prefix, from))
+                    .send(self.inner.wire.list_multipart_uploads(&prefix, from))
                     .await
             }
         })
@@ -323,7 +328,8 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn abort_upload(&self, upload: &Upload) -> Result<()> {
         let result = retry(&self.cfg().retry, || {
-            self.inner.abort_upload(&upload.uri, &upload.upload_id)
+            self.inner
+                .abort_multipart_upload(&upload.uri, &upload.upload_id)
         })
         .await;
         match result {
@@ -377,7 +383,7 @@ mod tests {
         let s = store_with(testing::config(), |w| w.with_page_size(2));
         for key in ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d", "other/e"] {
             s.wire()
-                .create_upload(&uri(key), false, &PutOptions::default())
+                .create_multipart_upload(&uri(key), false, &PutOptions::default())
                 .await
                 .unwrap();
         }

@@ -164,7 +164,7 @@ impl Segment {
     }
 
     /// Takes the CRC of the bytes as they land, while they are still in cache (reads land
-    /// at most [`HOT`] bytes at a time), one CRC per `piece` bytes — where a writer will cut
+    /// at most `checksum::HOT` bytes at a time), one CRC per `piece` bytes — where a writer will cut
     /// its parts, so it can checksum them without reading them again: see [`Pieces`] and
     /// `freeze_with_pieces`. A counting segment keeps no bytes and takes no CRC.
     pub fn tallied(mut self, piece: u64) -> Self {

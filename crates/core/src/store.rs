@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::listing::Upload;
 pub use crate::object::{
-    GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, MAX_OBJECT_SIZE, ObjectMeta, PutInfo, PutPayload,
+    GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, PutInfo, PutPayload,
 };
 use crate::put_options::PutOptions;
 use crate::range::ByteRange;
@@ -29,7 +29,7 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// What each endpoint has served, for a store over several (`StoreConfig::endpoints`);
     /// empty for one that does not count per endpoint.
-    fn endpoint_stats(&self) -> Vec<EndpointStats> {
+    fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
         Vec::new()
     }
 
@@ -164,25 +164,6 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
             "aborting multipart uploads",
         ))
     }
-}
-
-/// What one endpoint has done so far.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EndpointStats {
-    /// The endpoint.
-    pub url: url::Url,
-    /// Attempts sent to it.
-    pub requests: u64,
-    /// Attempts that failed to reach it (refused, reset, timed out).
-    pub failures: u64,
-    /// Body bytes received from it.
-    pub bytes_read: u64,
-    /// Body bytes sent to it (PUTs and parts).
-    pub bytes_written: u64,
-    /// Attempts in flight now.
-    pub in_flight: usize,
-    /// Whether it is being avoided now.
-    pub down: bool,
 }
 
 /// `store`'s listing of `prefix` as a channel that owns it: `ObjectStore::list` borrows its

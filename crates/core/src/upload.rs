@@ -16,14 +16,14 @@ pub const PART_CONCURRENCY: usize = 4;
 /// are slices of the caller's buffer, so more cost no memory, and the client's controller
 /// (`congestion`) sends only as many as the store answers faster with. 64 parts at S3's
 /// ~90 MB/s per connection is ~5.8 GB/s from one object.
-pub const PARTS_FROM_MEMORY: usize = 64;
+pub(crate) const PARTS_FROM_MEMORY: usize = 64;
 use async_trait::async_trait;
 use bytes::Bytes;
 
 /// S3's smallest part (every part but the last).
-pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+pub(crate) const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 /// S3's largest part.
-pub const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
+pub(crate) const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
 /// S3's limit on parts in one upload.
 pub const MAX_PARTS: u32 = 10_000;
 

@@ -3,8 +3,8 @@
 use crate::budget::Reservation;
 use crate::pool::BufferPool;
 use bytes::Bytes;
-use sluice_core::object::same_etag;
-use sluice_core::resume::changed;
+use sluice_core::changed;
+use sluice_core::same_etag;
 use sluice_core::{
     ByteRange, Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment,
     SegmentedBuffer,
@@ -302,7 +302,7 @@ fn same_size(uri: &ObjectUri, planned: u64, reported: Option<u64>) -> Result<()>
 /// A size from a listing or a response, as a length to allocate: never more than any S3
 /// object can be (a larger claim is a broken or hostile reply, not an object).
 fn to_usize(uri: &ObjectUri, size: u64) -> Result<usize> {
-    if size > sluice_core::store::MAX_OBJECT_SIZE {
+    if size > sluice_core::MAX_OBJECT_SIZE {
         return Err(Error::integrity(
             uri.to_string(),
             format!("a size of {size} bytes is larger than any S3 object (5 TiB)"),

@@ -76,7 +76,7 @@ pub const FOLLOW_MAX: usize = 2 * sluice_core::config::DEFAULT_MAX_CONNECTIONS;
 pub struct LoaderOptions {
     /// Objects fetched or waiting for the consumer at once; at least 1. `None` (the
     /// default): the window follows the requests the store's client allows, which its
-    /// controller finds at run time (`FOLLOW_MIN`; `sluice_core::congestion`).
+    /// controller finds at run time (`FOLLOW_MIN`; `sluice_core::Concurrency`).
     pub prefetch: Option<usize>,
     /// The order objects are delivered in (default `Order::Completion`).
     pub order: Order,

@@ -44,8 +44,9 @@ use object_store::{
     PutPayload, PutResult, TagSet, UploadPart,
 };
 use sluice_backend_objectstore::attributes::{from_object_store, to_object_store};
+use sluice_core::Multipart;
 use sluice_core::listing::ListOptions;
-use sluice_core::multipart::{Multipart, UploadedPart};
+use sluice_core::wire::UploadedPart;
 use sluice_core::{ByteRange, Error, ListEntry, ObjectUri, Segment, WriteOptions};
 use std::ops::Range;
 use std::sync::Arc;
@@ -74,7 +75,7 @@ impl SluiceObjectStore {
             bucket: bucket.into(),
             parts: WriteOptions {
                 part_size: sluice_core::config::DEFAULT_MULTIPART_PART_SIZE,
-                max_in_flight: sluice_core::upload::PART_CONCURRENCY,
+                max_in_flight: sluice_core::PART_CONCURRENCY,
                 abort_on_drop: true,
                 // The stores' default; a wire that cannot send checksums ignores it.
                 checksums: true,
@@ -424,7 +425,7 @@ impl object_store::ObjectStore for SluiceObjectStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let rx = match self.prefix_uri(prefix) {
-            Ok(uri) => sluice_core::store::spawn_list(self.store.clone(), uri, true, 1000),
+            Ok(uri) => sluice_core::spawn_list(self.store.clone(), uri, true, 1000),
             Err(e) => return futures::stream::once(async { Err(e) }).boxed(),
         };
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
@@ -595,7 +596,7 @@ impl MultipartStore for SluiceObjectStore {
     ) -> object_store::Result<PartId> {
         let number = u32::try_from(part_idx + 1)
             .ok()
-            .filter(|n| *n <= sluice_core::upload::MAX_PARTS)
+            .filter(|n| *n <= sluice_core::MAX_PARTS)
             .ok_or_else(|| {
                 generic(format!("{path}: part index {part_idx} is past S3's 10,000 parts").into())
             })?;

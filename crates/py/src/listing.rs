@@ -94,7 +94,7 @@ impl Listing {
         let rx = {
             let rt = runtime()?;
             let _in_runtime = rt.enter();
-            sluice_core::store::spawn_list(store, prefix, recursive, AHEAD)
+            sluice_core::spawn_list(store, prefix, recursive, AHEAD)
         };
         Ok(Self {
             rx: Arc::new(Mutex::new(rx)),

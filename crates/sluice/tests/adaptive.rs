@@ -58,7 +58,7 @@ async fn with_latency_the_defaults_send_more_requests_than_they_start_with() {
     let c = store.congestion().expect("an S3 client has a controller");
     assert!(c.adaptive, "{c:?}");
     assert!(
-        c.limit > sluice_core::congestion::ADAPTIVE_START && c.limit <= c.max,
+        c.limit > sluice_core::ADAPTIVE_START && c.limit <= c.max,
         "{c:?}"
     );
     assert!(c.rate > 0.0, "{c:?}");
@@ -91,7 +91,7 @@ async fn a_fixed_number_is_kept() {
     let (server, uris) = server(&[("get-latency", "20ms")]).await;
     let mut cfg = config_for(&server, Scheme::Http);
     cfg.max_connections = 8;
-    cfg.concurrency = sluice_core::congestion::Concurrency::Fixed;
+    cfg.concurrency = sluice_core::Concurrency::Fixed;
     let store = sluice::registry::open(Some("hyper"), cfg).unwrap();
     let loader = read_all(&store, uris).await;
     let c = store.congestion().unwrap();

@@ -4,12 +4,12 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, UploadedPart};
 use crate::put_options::{PutMode, PutOptions};
-use crate::resume::{BodySink, GetAttempt, GetRequest};
 use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::Wire;
+use crate::wire::{BodySink, GetRequest, GetWire};
+use crate::wire::{PutWire, UploadedPart};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -20,27 +20,27 @@ use std::sync::Mutex;
 pub enum Op {
     /// `head_object`.
     Head,
-    /// `get_attempt`.
+    /// `get_object`.
     Get,
-    /// `list_page`.
+    /// `list_objects_v2`.
     List,
     /// `put_object`, a single PUT.
     Put,
-    /// `create_upload`.
+    /// `create_multipart_upload`.
     CreateUpload,
     /// `upload_part`.
     UploadPart,
-    /// `complete_upload`.
+    /// `complete_multipart_upload`.
     CompleteUpload,
-    /// `abort_upload`.
+    /// `abort_multipart_upload`.
     AbortUpload,
-    /// `delete_once`.
+    /// `delete_object`.
     Delete,
-    /// `delete_batch_once` (the script's error names the batch's first object).
+    /// `delete_objects` (the script's error names the batch's first object).
     DeleteBatch,
-    /// `copy_once` (the script's error names the destination).
+    /// `copy_object` (the script's error names the destination).
     Copy,
-    /// `list_uploads_page`.
+    /// `list_multipart_uploads`.
     ListUploads,
 }
 
@@ -124,15 +124,19 @@ impl<W> Faulty<W> {
 }
 
 #[async_trait]
-impl<W: Wire> GetAttempt for Faulty<W> {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> GetWire for Faulty<W> {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         self.call(Op::Get, req.uri)?;
-        self.inner.get_attempt(req, sink).await
+        self.inner.get_object(req, sink).await
     }
 }
 
 #[async_trait]
-impl<W: Wire> MultipartApi for Faulty<W> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> PutWire for Faulty<W> {
     async fn put_object(
         &self,
         uri: &ObjectUri,
@@ -144,14 +148,16 @@ impl<W: Wire> MultipartApi for Faulty<W> {
         self.inner.put_object(uri, data, checksum, opts).await
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
         opts: &PutOptions,
     ) -> Result<String> {
         self.call(Op::CreateUpload, uri)?;
-        self.inner.create_upload(uri, checksummed, opts).await
+        self.inner
+            .create_multipart_upload(uri, checksummed, opts)
+            .await
     }
 
     async fn upload_part(
@@ -168,7 +174,7 @@ impl<W: Wire> MultipartApi for Faulty<W> {
             .await
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -178,13 +184,13 @@ impl<W: Wire> MultipartApi for Faulty<W> {
     ) -> Result<Option<String>> {
         self.call(Op::CompleteUpload, uri)?;
         self.inner
-            .complete_upload(uri, upload_id, parts, checksum, mode)
+            .complete_multipart_upload(uri, upload_id, parts, checksum, mode)
             .await
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         self.call(Op::AbortUpload, uri)?;
-        self.inner.abort_upload(uri, upload_id).await
+        self.inner.abort_multipart_upload(uri, upload_id).await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -194,6 +200,8 @@ impl<W: Wire> MultipartApi for Faulty<W> {
 }
 
 #[async_trait]
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
 impl<W: Wire> Wire for Faulty<W> {
     fn backend(&self) -> &'static str {
         self.inner.backend()
@@ -203,34 +211,38 @@ impl<W: Wire> Wire for Faulty<W> {
         self.inner.config()
     }
 
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+    fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
+        self.inner.endpoint_stats()
+    }
+
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         self.call(Op::List, prefix)?;
-        self.inner.list_page(prefix, opts).await
+        self.inner.list_objects_v2(prefix, opts).await
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.call(Op::Delete, uri)?;
-        self.inner.delete_once(uri).await
+        self.inner.delete_object(uri).await
     }
 
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<crate::Error>> {
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<crate::Error>> {
         if let Some(first) = uris.first() {
             self.call(Op::DeleteBatch, first)?;
         }
-        self.inner.delete_batch_once(uris).await
+        self.inner.delete_objects(uris).await
     }
 
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         self.call(Op::Copy, to)?;
-        self.inner.copy_once(from, to).await
+        self.inner.copy_object(from, to).await
     }
 
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         from: Option<UploadMarker>,
     ) -> Result<UploadsPage> {
         self.call(Op::ListUploads, prefix)?;
-        self.inner.list_uploads_page(prefix, from).await
+        self.inner.list_multipart_uploads(prefix, from).await
     }
 }

@@ -4,12 +4,13 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, UploadedPart, md5_etag, multipart_etag};
+use crate::multipart::{md5_etag, multipart_etag};
 use crate::object::same_etag;
 use crate::put_options::{Attributes, PutMode, PutOptions};
-use crate::resume::{BodySink, GetAttempt, GetRequest, ResponseHead};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
+use crate::wire::{BodySink, GetRequest, GetWire, ResponseHead};
+use crate::wire::{PutWire, UploadedPart};
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -192,8 +193,8 @@ impl Drop for InFlight<'_> {
 }
 
 #[async_trait]
-impl GetAttempt for MemoryWire {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+impl GetWire for MemoryWire {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let _counted = InFlight::enter(self);
         if !self.latency.is_zero() {
             tokio::time::sleep(self.latency).await;
@@ -301,7 +302,7 @@ fn refuse_attributes(uri: &ObjectUri, attributes: &Attributes) -> Result<()> {
 }
 
 #[async_trait]
-impl MultipartApi for MemoryWire {
+impl PutWire for MemoryWire {
     async fn put_object(
         &self,
         uri: &ObjectUri,
@@ -315,7 +316,7 @@ impl MultipartApi for MemoryWire {
         Ok(Some(self.insert(uri, data)))
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         _checksummed: bool,
@@ -347,7 +348,7 @@ impl MultipartApi for MemoryWire {
         Ok(Some(etag))
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -390,7 +391,7 @@ impl MultipartApi for MemoryWire {
         Ok(Some(etag))
     }
 
-    async fn abort_upload(&self, _: &ObjectUri, upload_id: &str) -> Result<()> {
+    async fn abort_multipart_upload(&self, _: &ObjectUri, upload_id: &str) -> Result<()> {
         self.state().uploads.remove(upload_id);
         Ok(())
     }
@@ -423,7 +424,7 @@ impl Wire for MemoryWire {
 
     /// Keys in order, from after `token` (the last key or prefix of the previous page);
     /// without recursion, keys below the next `/` are one prefix entry.
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let (recursive, token) = (
             opts.recursive,
             opts.token.clone().or(opts.start_after.clone()),
@@ -476,7 +477,7 @@ impl Wire for MemoryWire {
     }
 
     /// Uploads under the prefix by (key, upload ID), `page_size` to a page.
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         from: Option<UploadMarker>,
@@ -508,7 +509,7 @@ impl Wire for MemoryWire {
         UploadsPage::new(&prefix.to_string(), all, truncated, next)
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.state()
             .objects
             .remove(&(uri.bucket().to_owned(), uri.key().to_owned()));
@@ -516,7 +517,7 @@ impl Wire for MemoryWire {
     }
 
     /// Keys in `locked` are refused with `AccessDenied`, as S3 refuses one key of a batch.
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let mut st = self.state();
         st.delete_batches += 1;
         let mut refused = Vec::new();
@@ -531,7 +532,7 @@ impl Wire for MemoryWire {
         Ok(refused)
     }
 
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let mut st = self.state();
         let key = |u: &ObjectUri| (u.bucket().to_owned(), u.key().to_owned());
         let Some(src) = st.objects.get(&key(from)) else {

@@ -10,11 +10,11 @@ use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, UploadedPart};
+use crate::object::{EndpointStats, ObjectMeta, PutInfo};
 use crate::put_options::{PutMode, PutOptions};
-use crate::resume::{BodySink, GetAttempt, GetRequest};
-use crate::store::{EndpointStats, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
+use crate::wire::{BodySink, GetRequest, GetWire};
+use crate::wire::{PutWire, UploadedPart};
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -229,12 +229,14 @@ impl<W> Spread<W> {
 }
 
 #[async_trait]
-impl<W: Wire> GetAttempt for Spread<W> {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> GetWire for Spread<W> {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let ep = self.pick();
         let _counted = ep.enter();
         let before = sink.written();
-        let result = ep.wire.get_attempt(req, sink).await;
+        let result = ep.wire.get_object(req, sink).await;
         ep.bytes_read
             .fetch_add(sink.written().saturating_sub(before), Ordering::Relaxed);
         let answered = sink.head().is_some();
@@ -243,7 +245,9 @@ impl<W: Wire> GetAttempt for Spread<W> {
 }
 
 #[async_trait]
-impl<W: Wire> MultipartApi for Spread<W> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> PutWire for Spread<W> {
     async fn put_object(
         &self,
         uri: &ObjectUri,
@@ -255,13 +259,13 @@ impl<W: Wire> MultipartApi for Spread<W> {
             .await
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
         opts: &PutOptions,
     ) -> Result<String> {
-        self.attempt(0, |w| w.create_upload(uri, checksummed, opts))
+        self.attempt(0, |w| w.create_multipart_upload(uri, checksummed, opts))
             .await
     }
 
@@ -279,7 +283,7 @@ impl<W: Wire> MultipartApi for Spread<W> {
         .await
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -288,13 +292,14 @@ impl<W: Wire> MultipartApi for Spread<W> {
         mode: &PutMode,
     ) -> Result<Option<String>> {
         self.attempt(0, |w| {
-            w.complete_upload(uri, upload_id, parts, checksum, mode)
+            w.complete_multipart_upload(uri, upload_id, parts, checksum, mode)
         })
         .await
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        self.attempt(0, |w| w.abort_upload(uri, upload_id)).await
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        self.attempt(0, |w| w.abort_multipart_upload(uri, upload_id))
+            .await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -303,6 +308,8 @@ impl<W: Wire> MultipartApi for Spread<W> {
 }
 
 #[async_trait]
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
 impl<W: Wire> Wire for Spread<W> {
     fn backend(&self) -> &'static str {
         self.endpoints[0].wire.backend()
@@ -316,28 +323,29 @@ impl<W: Wire> Wire for Spread<W> {
         self.stats()
     }
 
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
-        self.attempt(0, |w| w.list_page(prefix, opts)).await
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        self.attempt(0, |w| w.list_objects_v2(prefix, opts)).await
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
-        self.attempt(0, |w| w.delete_once(uri)).await
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
+        self.attempt(0, |w| w.delete_object(uri)).await
     }
 
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
-        self.attempt(0, |w| w.delete_batch_once(uris)).await
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        self.attempt(0, |w| w.delete_objects(uris)).await
     }
 
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        self.attempt(0, |w| w.copy_once(from, to)).await
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        self.attempt(0, |w| w.copy_object(from, to)).await
     }
 
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         from: Option<UploadMarker>,
     ) -> Result<UploadsPage> {
-        self.attempt(0, |w| w.list_uploads_page(prefix, from)).await
+        self.attempt(0, |w| w.list_multipart_uploads(prefix, from))
+            .await
     }
 }
 

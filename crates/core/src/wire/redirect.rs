@@ -22,12 +22,12 @@ use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Moved, Result};
 use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::multipart::{MultipartApi, UploadedPart};
+use crate::object::{ObjectMeta, PutInfo};
 use crate::put_options::{PutMode, PutOptions};
-use crate::resume::{BodySink, GetAttempt, GetRequest};
-use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::Wire;
+use crate::wire::{BodySink, GetRequest, GetWire};
+use crate::wire::{PutWire, UploadedPart};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -333,15 +333,17 @@ macro_rules! follow {
 }
 
 #[async_trait]
-impl<W: Wire> GetAttempt for Redirects<W> {
-    async fn get_attempt(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> GetWire for Redirects<W> {
+    async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         // A redirect is an answer without a body: the same sink takes the target's answer,
         // checked, as it is only safe while nothing has begun in it.
         let bucket = req.uri.bucket();
         let mut w = self.route(bucket);
         let mut hops = 0;
         loop {
-            match w.get_attempt(req, sink).await {
+            match w.get_object(req, sink).await {
                 Err(e @ Error::Redirect { refused: None, .. }) if sink.head().is_none() => {
                     w = self.follow(&w, bucket, e, &mut hops).await?;
                 }
@@ -352,7 +354,9 @@ impl<W: Wire> GetAttempt for Redirects<W> {
 }
 
 #[async_trait]
-impl<W: Wire> MultipartApi for Redirects<W> {
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
+impl<W: Wire> PutWire for Redirects<W> {
     async fn put_object(
         &self,
         uri: &ObjectUri,
@@ -368,13 +372,13 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         ))
     }
 
-    async fn create_upload(
+    async fn create_multipart_upload(
         &self,
         uri: &ObjectUri,
         checksummed: bool,
         opts: &PutOptions,
     ) -> Result<String> {
-        follow!(self, uri.bucket(), |w| w.create_upload(
+        follow!(self, uri.bucket(), |w| w.create_multipart_upload(
             uri,
             checksummed,
             opts
@@ -398,7 +402,7 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         ))
     }
 
-    async fn complete_upload(
+    async fn complete_multipart_upload(
         &self,
         uri: &ObjectUri,
         upload_id: &str,
@@ -406,12 +410,14 @@ impl<W: Wire> MultipartApi for Redirects<W> {
         checksum: Option<Crc>,
         mode: &PutMode,
     ) -> Result<Option<String>> {
-        follow!(self, uri.bucket(), |w| w
-            .complete_upload(uri, upload_id, parts, checksum, mode))
+        follow!(self, uri.bucket(), |w| w.complete_multipart_upload(
+            uri, upload_id, parts, checksum, mode
+        ))
     }
 
-    async fn abort_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        follow!(self, uri.bucket(), |w| w.abort_upload(uri, upload_id))
+    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
+        follow!(self, uri.bucket(), |w| w
+            .abort_multipart_upload(uri, upload_id))
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
@@ -420,6 +426,8 @@ impl<W: Wire> MultipartApi for Redirects<W> {
 }
 
 #[async_trait]
+// A forwarding wrapper: no method may fall back to the trait's default.
+#[deny(clippy::missing_trait_methods)]
 impl<W: Wire> Wire for Redirects<W> {
     fn backend(&self) -> &'static str {
         self.home.backend()
@@ -429,35 +437,35 @@ impl<W: Wire> Wire for Redirects<W> {
         self.home.config()
     }
 
-    fn endpoint_stats(&self) -> Vec<crate::store::EndpointStats> {
+    fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
         self.home.endpoint_stats()
     }
 
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
-        follow!(self, prefix.bucket(), |w| w.list_page(prefix, opts))
+    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        follow!(self, prefix.bucket(), |w| w.list_objects_v2(prefix, opts))
     }
 
-    async fn delete_once(&self, uri: &ObjectUri) -> Result<()> {
-        follow!(self, uri.bucket(), |w| w.delete_once(uri))
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
+        follow!(self, uri.bucket(), |w| w.delete_object(uri))
     }
 
-    async fn delete_batch_once(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let bucket = uris.first().map_or("", |u| u.bucket());
-        follow!(self, bucket, |w| w.delete_batch_once(uris))
+        follow!(self, bucket, |w| w.delete_objects(uris))
     }
 
     /// Sent to the destination's bucket, so followed as that bucket moved.
-    async fn copy_once(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        follow!(self, to.bucket(), |w| w.copy_once(from, to))
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        follow!(self, to.bucket(), |w| w.copy_object(from, to))
     }
 
-    async fn list_uploads_page(
+    async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
         from: Option<UploadMarker>,
     ) -> Result<UploadsPage> {
         follow!(self, prefix.bucket(), |w| w
-            .list_uploads_page(prefix, from.clone()))
+            .list_multipart_uploads(prefix, from.clone()))
     }
 }
 
