@@ -1,1 +1,3 @@
 //! Criterion benches live in `benches/`; see README.
+
+#![warn(missing_docs)]

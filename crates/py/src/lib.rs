@@ -2,6 +2,8 @@
 //! `python/sluice/__init__.py`). Every call that waits on the network or copies object
 //! bytes releases the GIL.
 
+#![warn(missing_docs)]
+
 mod client;
 mod compress;
 mod errors;
