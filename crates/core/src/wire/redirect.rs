@@ -17,6 +17,10 @@
 //! is sent unsigned, as curl and browsers drop `Authorization` on a cross-origin redirect. Only the origin of a `Location` is used: the
 //! request keeps its own path and query (a gateway's redirect names the same object).
 
+/// The logger its events go to: `sluice.core.redirect` in Python, as before the module moved
+/// under `wire/` (users filter by it).
+const LOG_TARGET: &str = "sluice_core::redirect";
+
 use crate::checksum::Crc;
 use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
@@ -306,7 +310,7 @@ impl<W: Wire> Redirects<W> {
                 }
             }
         };
-        tracing::info!(uri = %uri, %moved, "following redirect");
+        tracing::info!(target: LOG_TARGET, uri = %uri, %moved, "following redirect");
         if moved.is_permanent() {
             let mut buckets = self.moved.lock().unwrap_or_else(|p| p.into_inner());
             buckets.insert(bucket.to_owned(), wire.clone());

@@ -6,6 +6,10 @@
 //! other — goes to another. An answer from the server (404, 503 SlowDown, ...) says the
 //! node is alive and marks nothing.
 
+/// The logger its events go to: `sluice.core.spread` in Python, as before the module moved
+/// under `wire/` (users filter by it).
+const LOG_TARGET: &str = "sluice_core::spread";
+
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
@@ -65,7 +69,7 @@ impl<W> Endpoint<W> {
                 down.0 = down.0.saturating_add(1);
                 let wait = down_for(down.0);
                 down.1 = Some(Instant::now() + wait);
-                tracing::warn!(endpoint = %self.url, error = %e, ?wait, "endpoint avoided");
+                tracing::warn!(target: LOG_TARGET, endpoint = %self.url, error = %e, ?wait, "endpoint avoided");
             }
             // Any answer from the node (an error status included) shows it is up.
             Ok(_) => *down = (0, None),
