@@ -37,5 +37,5 @@ pub use loader::{
     DEFAULT_MEMORY_BUDGET, FOLLOW_MAX, FOLLOW_MIN, Loader, LoaderOptions, Object, OnError, Order,
 };
 pub use many::{get_many, get_one};
-pub use pool::BufferPool;
+pub use pool::{BufferPool, PoolStats};
 pub use stats::StatsSnapshot;

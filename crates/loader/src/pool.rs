@@ -35,6 +35,54 @@ enum Kind {
     GetMany,
 }
 
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Kind::Window(prefetch, None) => write!(f, "loader prefetch {prefetch}"),
+            Kind::Window(prefetch, Some(budget)) => {
+                write!(f, "loader prefetch {prefetch}, budget {budget} B")
+            }
+            Kind::GetMany => f.write_str("get/get_many"),
+        }
+    }
+}
+
+/// Runs `f` on this process's pools, by kind. After a fork the child starts a map of its
+/// own; the parent's is forgotten, never dropped (its pools may be mid-use by threads the
+/// child lacks).
+fn with_process_pools<R>(f: impl FnOnce(&mut HashMap<Kind, Arc<BufferPool>>) -> R) -> R {
+    type Pools = HashMap<Kind, Arc<BufferPool>>;
+    static POOLS: Mutex<Option<(u32, Pools)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+        if let Some(inherited) = slot.take() {
+            std::mem::forget(inherited);
+        }
+        *slot = Some((pid, HashMap::new()));
+    }
+    let (_, pools) = slot.as_mut().expect("set above");
+    f(pools)
+}
+
+/// What a pool holds at one moment ([`BufferPool::stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Which pool: `loader prefetch N[, budget B]` or `get/get_many`.
+    pub name: String,
+    /// Buffers kept for reuse.
+    pub idle_buffers: usize,
+    /// Their capacity in bytes: memory the process keeps touched for the next objects.
+    pub idle_bytes: usize,
+    /// Bytes of delivered objects not yet dropped (the consumer's, or waiting for it).
+    pub held_bytes: usize,
+    /// The most that were ever held at once.
+    pub peak_held_bytes: usize,
+    /// The most idle bytes the pool keeps now (its byte cap, or the peak held if more and
+    /// the cap is not hard).
+    pub idle_cap_bytes: usize,
+}
+
 #[derive(Debug, Default)]
 struct State {
     free: Vec<BytesMut>,
@@ -112,18 +160,34 @@ impl BufferPool {
     }
 
     fn per_process(kind: Kind, make: impl FnOnce() -> Arc<Self>) -> Arc<Self> {
-        type Pools = HashMap<Kind, Arc<BufferPool>>;
-        static POOLS: Mutex<Option<(u32, Pools)>> = Mutex::new(None);
-        let pid = std::process::id();
-        let mut slot = POOLS.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.as_ref().is_none_or(|(owner, _)| *owner != pid) {
-            if let Some(inherited) = slot.take() {
-                std::mem::forget(inherited);
-            }
-            *slot = Some((pid, HashMap::new()));
+        with_process_pools(|pools| pools.entry(kind).or_insert_with(make).clone())
+    }
+
+    /// What each of this process's shared pools (loaders' windows, one-call reads) holds
+    /// now, for a caller watching its memory (Python's `sluice.buffer_pools()`, the soak).
+    /// Pools of a loader's own (`LoaderOptions::with_own_pool`) are not listed.
+    pub fn process_pools() -> Vec<PoolStats> {
+        let mut out: Vec<PoolStats> = with_process_pools(|pools| {
+            pools
+                .iter()
+                .map(|(kind, pool)| pool.stats(kind.to_string()))
+                .collect()
+        });
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// What this pool holds now, under `name`.
+    pub fn stats(&self, name: String) -> PoolStats {
+        let state = self.state.lock().unwrap();
+        PoolStats {
+            name,
+            idle_buffers: state.free.len(),
+            idle_bytes: state.idle_bytes(),
+            held_bytes: state.held,
+            peak_held_bytes: state.peak_held,
+            idle_cap_bytes: self.idle_cap(&state),
         }
-        let (_, pools) = slot.as_mut().expect("set above");
-        pools.entry(kind).or_insert_with(make).clone()
     }
 
     /// For a body of unknown size: the largest idle buffer (the likeliest to fit; a growable

@@ -500,8 +500,9 @@ def proc_status() -> Dict[str, int]:
     return out
 
 
-def heap_free() -> Optional[int]:
-    """Bytes glibc's heaps hold free (mallinfo2's fordblks), resident or not: sluice's
+def heap() -> Optional[Tuple[int, int]]:
+    """glibc's heap: bytes in use (mallinfo2's uordblks, plus hblkhd: chunks mapped on their
+    own, as large buffers are) and bytes held free (fordblks), resident or not: sluice's
     trimmer hands their pages back to the kernel but they stay counted here. None off
     glibc."""
     try:
@@ -510,7 +511,20 @@ def heap_free() -> Optional[int]:
     except (OSError, AttributeError):
         return None
     fn.restype = Mallinfo2
-    return int(fn().fordblks)
+    m = fn()
+    return int(m.uordblks + m.hblkhd), int(m.fordblks)
+
+
+def pools() -> Tuple[int, int, int]:
+    """Idle, held and peak-held bytes of the process's shared buffer pools, summed."""
+    import sluice
+
+    ps = sluice.buffer_pools()
+    return (
+        sum(p["idle_bytes"] for p in ps),
+        sum(p["held_bytes"] for p in ps),
+        sum(p["peak_held_bytes"] for p in ps),
+    )
 
 
 class Mallinfo2(ctypes.Structure):
@@ -539,7 +553,8 @@ class Sample:
     rss: int
     fds: int
     threads: int
-    heap_free: Optional[int]
+    heap: Optional[Tuple[int, int]]
+    pools: Tuple[int, int, int]
 
 
 def sample(start: float) -> Sample:
@@ -549,7 +564,8 @@ def sample(start: float) -> Sample:
         st["rss"],
         len(os.listdir("/proc/self/fd")),
         st["threads"],
-        heap_free(),
+        heap(),
+        pools(),
     )
 
 
@@ -560,7 +576,12 @@ def status_line(stats: Stats, s: Sample, label: str = "") -> str:
         f"soak: {s.minutes:5.2f} min{label}  ops {ops}  verified {stats.bytes_verified / 1e9:.2f} GB"
         f"  wrong {stats.wrong_bytes}  errors {sum(stats.errors.values())} ({errs})"
         f"  rss {s.rss / MiB:.1f} MiB  fds {s.fds}  threads {s.threads}"
-        + ("" if s.heap_free is None else f"  heap free {s.heap_free / MiB:.1f} MiB")
+        + (
+            ""
+            if s.heap is None
+            else f"  heap used {s.heap[0] / MiB:.1f} free {s.heap[1] / MiB:.1f} MiB"
+        )
+        + "  pools idle {:.1f} held {:.1f} peak {:.1f} MiB".format(*(b / MiB for b in s.pools))
     )
 
 

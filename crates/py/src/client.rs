@@ -572,6 +572,25 @@ pub fn default_endpoint_stats(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>
     endpoint_stats(py, default_client(py)?.get().store.as_ref())
 }
 
+/// What this process's shared buffer pools hold now, as `sluice.BufferPoolStats` dicts: the
+/// memory kept touched for the next objects (idle), and what delivered objects still hold.
+#[pyfunction]
+pub fn buffer_pools(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    sluice_loader::BufferPool::process_pools()
+        .into_iter()
+        .map(|p| {
+            let d = PyDict::new(py);
+            d.set_item("pool", p.name)?;
+            d.set_item("idle_buffers", p.idle_buffers)?;
+            d.set_item("idle_bytes", p.idle_bytes)?;
+            d.set_item("held_bytes", p.held_bytes)?;
+            d.set_item("peak_held_bytes", p.peak_held_bytes)?;
+            d.set_item("idle_cap_bytes", p.idle_cap_bytes)?;
+            Ok(d)
+        })
+        .collect()
+}
+
 #[pyfunction]
 #[pyo3(signature = (uri, data, *, mode="overwrite", if_match=None))]
 pub fn put(

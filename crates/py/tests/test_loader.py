@@ -248,6 +248,32 @@ def test_a_second_epoch_reuses_the_first_epochs_memory(server, client, prefix):
     assert second <= first
 
 
+def test_buffer_pools_show_what_a_window_keeps_and_what_objects_hold(server, client, prefix):
+    uris = server.fill(prefix, 4, 1 << 20)
+    ds = sluice.Dataset.from_uris(uris)
+    # A window no other test uses (its budget), so the pool is this test's alone.
+    name = "loader prefetch 3, budget 98765432 B"
+
+    def pool():
+        [p] = [p for p in sluice.buffer_pools() if p["pool"] == name]
+        return p
+
+    objects = list(sluice.Loader(ds, prefetch=3, client=client, memory_budget=98_765_432))
+    held = pool()
+    assert held["held_bytes"] == 4 << 20, held
+    assert held["peak_held_bytes"] >= 4 << 20, held
+    assert held["idle_cap_bytes"] == 98_765_432, held
+    del objects
+    idle = pool()
+    assert idle["held_bytes"] == 0, idle
+    # Every buffer came back to be reused: 4 of at least 1 MiB each.
+    assert idle["idle_buffers"] == 4 and idle["idle_bytes"] >= 4 << 20, idle
+    # One-call reads have a pool of their own, capped at 128 MiB idle.
+    client.get_many(uris[:2])
+    [many] = [p for p in sluice.buffer_pools() if p["pool"] == "get/get_many"]
+    assert many["idle_cap_bytes"] == 128 << 20 and many["held_bytes"] == 0, many
+
+
 def test_ctrl_c_interrupts_a_stalled_wait(prefix):
     import _thread
     import signal

@@ -25,6 +25,7 @@ from ._native import (
     S3Error,
     Writer,
     backends,
+    buffer_pools,
     delete,
     endpoint_stats,
     exists,
@@ -37,7 +38,14 @@ from ._native import (
     stat,
     writer,
 )
-from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteResult
+from ._types import (
+    BufferPoolStats,
+    Congestion,
+    EndpointStats,
+    LoaderStats,
+    StatResult,
+    WriteResult,
+)
 
 __all__ = [
     "Client",
@@ -57,6 +65,8 @@ __all__ = [
     "WriteResult",
     "Writer",
     "backends",
+    "buffer_pools",
+    "BufferPoolStats",
     "delete",
     "endpoint_stats",
     "exists",

@@ -8,7 +8,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, U
 from typing_extensions import disjoint_base
 
 from ._config import Config
-from ._types import Congestion, EndpointStats, LoaderStats, StatResult, WriteResult
+from ._types import (
+    BufferPoolStats,
+    Congestion,
+    EndpointStats,
+    LoaderStats,
+    StatResult,
+    WriteResult,
+)
 
 # As the module's own __all__ (PyO3 writes it: every class and function added).
 __all__ = [
@@ -31,6 +38,7 @@ __all__ = [
     "list_objects",
     "stat",
     "endpoint_stats",
+    "buffer_pools",
     "exists",
     "put",
     "delete",
@@ -344,6 +352,7 @@ def list(uri: str, recursive: bool = False) -> List[str]: ...
 def list_objects(uri: str, recursive: bool = False) -> Listing: ...
 def stat(uri: str) -> StatResult: ...
 def endpoint_stats() -> List[EndpointStats]: ...
+def buffer_pools() -> List[BufferPoolStats]: ...
 def exists(uri: str) -> bool: ...
 def put(
     uri: str, data: Any, *, mode: str = "overwrite", if_match: Optional[str] = None

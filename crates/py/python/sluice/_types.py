@@ -82,6 +82,25 @@ class EndpointStats(TypedDict):
     """Whether it is being avoided now (after failing to answer)."""
 
 
+class BufferPoolStats(TypedDict):
+    """``sluice.buffer_pools()``: one of this process's shared buffer pools now. Loaders with
+    the same prefetch window share one across epochs; ``get``/``get_range``/``get_many``
+    share another, capped at 128 MiB idle."""
+
+    pool: str
+    """Which pool: ``loader prefetch N[, budget B B]`` or ``get/get_many``."""
+    idle_buffers: int
+    """Buffers kept for the next objects."""
+    idle_bytes: int
+    """Their capacity: memory kept touched (resident) for reuse."""
+    held_bytes: int
+    """Bytes of delivered objects not yet dropped (yours, or waiting to be taken)."""
+    peak_held_bytes: int
+    """The most that were held at once."""
+    idle_cap_bytes: int
+    """The most idle bytes the pool keeps now."""
+
+
 class Congestion(TypedDict):
     """``Client.congestion()``: the client's requests in flight, found at run time (doubling
     while the store's answer rate follows, held where it stops paying) and cut x0.7 per
