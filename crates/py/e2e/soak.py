@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import faulthandler
+import gc
 import hashlib
 import json
 import logging
@@ -515,15 +516,19 @@ def heap() -> Optional[Tuple[int, int]]:
     return int(m.uordblks + m.hblkhd), int(m.fordblks)
 
 
-def pools() -> Tuple[int, int, int]:
-    """Idle, held and peak-held bytes of the process's shared buffer pools, summed."""
+def pools() -> Tuple[int, int, int, str]:
+    """Idle, held and peak-held bytes of the process's shared buffer pools, summed, and the
+    pools that hold bytes of delivered objects. Sampled between rounds, when the soak holds
+    no object: bytes still held are objects something kept."""
     import sluice
 
     ps = sluice.buffer_pools()
+    holding = ", ".join(f"{p['pool']}: {p['held_bytes'] / MiB:.1f}" for p in ps if p["held_bytes"])
     return (
         sum(p["idle_bytes"] for p in ps),
         sum(p["held_bytes"] for p in ps),
         sum(p["peak_held_bytes"] for p in ps),
+        holding,
     )
 
 
@@ -554,10 +559,15 @@ class Sample:
     fds: int
     threads: int
     heap: Optional[Tuple[int, int]]
-    pools: Tuple[int, int, int]
+    pools: Tuple[int, int, int, str]
+    held_before_gc: int
 
 
 def sample(start: float) -> Sample:
+    # Objects in reference cycles (collected only when the collector runs) are garbage, not
+    # kept: bytes held before and after a collection tell the two apart.
+    held_before_gc = pools()[1]
+    gc.collect()
     st = proc_status()
     return Sample(
         (time.monotonic() - start) / 60,
@@ -566,6 +576,7 @@ def sample(start: float) -> Sample:
         st["threads"],
         heap(),
         pools(),
+        held_before_gc,
     )
 
 
@@ -581,7 +592,10 @@ def status_line(stats: Stats, s: Sample, label: str = "") -> str:
             if s.heap is None
             else f"  heap used {s.heap[0] / MiB:.1f} free {s.heap[1] / MiB:.1f} MiB"
         )
-        + "  pools idle {:.1f} held {:.1f} peak {:.1f} MiB".format(*(b / MiB for b in s.pools))
+        + "  pools idle {:.1f} held {:.1f} (before gc {:.1f}) peak {:.1f} MiB".format(
+            s.pools[0] / MiB, s.pools[1] / MiB, s.held_before_gc / MiB, s.pools[2] / MiB
+        )
+        + (f" [{s.pools[3]}]" if s.pools[3] else "")
     )
 
 
