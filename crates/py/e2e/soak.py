@@ -517,18 +517,20 @@ def heap() -> Optional[Tuple[int, int]]:
 
 
 def pools() -> Tuple[int, int, int, str]:
-    """Idle, held and peak-held bytes of the process's shared buffer pools, summed, and the
-    pools that hold bytes of delivered objects. Sampled between rounds, when the soak holds
-    no object: bytes still held are objects something kept."""
+    """Idle, held and peak-held bytes of the process's shared buffer pools, summed, and each
+    pool's idle/held MiB. Sampled between rounds, when the soak holds no object: bytes still
+    held are objects something kept."""
     import sluice
 
     ps = sluice.buffer_pools()
-    holding = ", ".join(f"{p['pool']}: {p['held_bytes'] / MiB:.1f}" for p in ps if p["held_bytes"])
+    by_pool = ", ".join(
+        f"{p['pool']}: {p['idle_bytes'] / MiB:.1f}/{p['held_bytes'] / MiB:.1f}" for p in ps
+    )
     return (
         sum(p["idle_bytes"] for p in ps),
         sum(p["held_bytes"] for p in ps),
         sum(p["peak_held_bytes"] for p in ps),
-        holding,
+        by_pool,
     )
 
 
@@ -595,7 +597,7 @@ def status_line(stats: Stats, s: Sample, label: str = "") -> str:
         + "  pools idle {:.1f} held {:.1f} (before gc {:.1f}) peak {:.1f} MiB".format(
             s.pools[0] / MiB, s.pools[1] / MiB, s.held_before_gc / MiB, s.pools[2] / MiB
         )
-        + (f" [{s.pools[3]}]" if s.pools[3] else "")
+        + (f" (idle/held by pool: {s.pools[3]})" if s.pools[3] else "")
     )
 
 

@@ -96,7 +96,7 @@ class BufferPoolStats(TypedDict):
     held_bytes: int
     """Bytes of delivered objects not yet dropped (yours, or waiting to be taken)."""
     peak_held_bytes: int
-    """The most that were held at once."""
+    """The most that were held at once lately (in the last one to two minutes)."""
     idle_cap_bytes: int
     """The most idle bytes the pool keeps now."""
 
