@@ -156,8 +156,8 @@ impl RecentPeak {
         let since = *self.since.get_or_insert(now);
         let elapsed = now.saturating_duration_since(since);
         if elapsed >= PEAK_WINDOW {
-            // Nothing was noted for a whole window: what was held through it is what is
-            // held now.
+            // Two windows on, nothing was noted for a whole window: what was held through it
+            // is what is held now.
             self.previous = if elapsed >= 2 * PEAK_WINDOW {
                 held
             } else {
