@@ -74,14 +74,14 @@ HANG_S = 120.0
 """No operation completing for this long is a hang: far above the worst legitimate wait
 (MAX_ATTEMPTS attempts, each at most a timeout, plus backoff)."""
 
-# RSS and fds are judged flat only over runs this long: the pools step up for the first
-# several minutes (a 30-minute run: +69 MiB by minute 12), so a short run's verdict would be
-# noise; CI's 5-minute run prints them and checks bytes, deliveries, hangs and exceptions.
+# RSS and fds are judged flat only over runs this long: glibc's heap fills for the first
+# several minutes (a 30-minute run: RSS beyond the heap in use averaged 86 MiB over minutes
+# 2-10 and 130 after), so a short run's verdict would be noise; CI's 5-minute run prints
+# them and checks bytes, deliveries, hangs and exceptions.
 FLAT_MIN_MINUTES = 10.0
 BASELINE_MINUTE = 2.0
-"""Warm-up ends at this minute, or a third into a longer run, whichever is later: the buffer
-pools grow to the largest mix of objects in flight they meet, which a long run meets later
-(a 30-minute run stepped up 32 MiB at minute 6 and was level after)."""
+"""Warm-up ends at this minute, or a third into a longer run, whichever is later: the heap's
+freed pages settle at what is touched again between trims, which a long run reaches later."""
 LAST_SAMPLES = 3
 RSS_GROWTH, RSS_SLACK = 0.05, 16 * MiB
 # Idle pooled connections come and go with the faults (54-60 fds sample to sample in a
