@@ -106,14 +106,17 @@ impl State {
         self.free.swap_remove(i).buf
     }
 
-    /// Idle buffers that no take chose in the last `horizon` takes, out of the pool (for the
-    /// caller to free outside the lock). Without this, the idle buffers drift towards the
-    /// largest sizes when objects differ in size, until they fill the caps: each take picks
-    /// the smallest that fits, so the largest sit idle, and whenever none fits a larger one
-    /// joins them.
-    /// In the 30-minute fault soak (objects of 64 KiB to 24 MiB) the pools' idle memory
-    /// grew from 324 to 396 MiB while the most held at once stayed at 200-225 MiB.
-    fn stale(&mut self, horizon: u64) -> Vec<Idle> {
+    /// One more take: the clock moves on, and idle buffers that no take chose in the last
+    /// `horizon` takes leave the pool (for the caller to free outside the lock). Only a take
+    /// moves the clock, so this is the one place buffers grow stale.
+    ///
+    /// Without this, the idle buffers drift towards the largest sizes when objects differ
+    /// in size, until they fill the caps: each take picks the smallest that fits, so the
+    /// largest sit idle, and whenever none fits a larger one joins them. In the 30-minute
+    /// fault soak (objects of 64 KiB to 24 MiB) the pools' idle memory grew from 324 to 396
+    /// MiB while the most held at once stayed at 200-225 MiB.
+    fn tick(&mut self, horizon: u64) -> Vec<Idle> {
+        self.takes += 1;
         let now = self.takes;
         self.free
             .extract_if(.., |i| now - i.returned_at > horizon)
@@ -253,7 +256,7 @@ impl BufferPool {
         out
     }
 
-    /// Takes after which an idle buffer none of them chose is freed (`State::stale`): four
+    /// Takes after which an idle buffer none of them chose is freed (`State::tick`): four
     /// times the buffers the pool keeps, so that a buffer that serves any object of a
     /// regular mix (an epoch's largest) stays while one that serves none goes.
     fn horizon(&self) -> u64 {
@@ -278,14 +281,17 @@ impl BufferPool {
     /// segment reallocates only if it does not), else an empty one.
     pub fn take_largest(&self) -> BytesMut {
         let mut state = self.state.lock().unwrap();
-        state.takes += 1;
+        let stale = state.tick(self.horizon());
         let largest = state
             .free
             .iter()
             .enumerate()
             .max_by_key(|(_, b)| b.buf.capacity())
             .map(|(i, _)| i);
-        largest.map_or_else(BytesMut::new, |i| state.take_idle(i))
+        let buf = largest.map_or_else(BytesMut::new, |i| state.take_idle(i));
+        drop(state);
+        drop(stale); // freed outside the lock
+        buf
     }
 
     /// A cleared buffer with at least `len` bytes of capacity: the smallest idle one that
@@ -293,8 +299,7 @@ impl BufferPool {
     /// reports the object; an impossible size must not abort the process).
     pub fn try_take(&self, len: usize) -> Option<BytesMut> {
         let mut state = self.state.lock().unwrap();
-        state.takes += 1;
-        let stale = state.stale(self.horizon());
+        let stale = state.tick(self.horizon());
         let best = state
             .free
             .iter()
@@ -368,15 +373,12 @@ impl BufferPool {
         state.held = state.held.saturating_sub(len);
         state.held_now();
         let Some(mut buf) = buf else { return };
-        let stale = state.stale(self.horizon());
         if state.free.len() < self.max_idle
             && state.idle_bytes() + buf.capacity() <= self.idle_cap(&state)
         {
             buf.clear();
             let returned_at = state.takes;
             state.free.push(Idle { buf, returned_at });
-            drop(state);
-            drop(stale); // freed outside the lock
         } else {
             drop(state); // a buffer not kept is freed outside the lock
         }
