@@ -2,6 +2,7 @@
 
 import io
 import random
+import time
 
 import pytest
 import sluice
@@ -84,6 +85,47 @@ def test_read_ahead_grows_on_sequential_reads_and_restarts_on_a_seek(server, cli
     r.seek(0)
     assert r.read(10) == pattern(u, 10)
     r.close()
+
+
+def test_a_sequential_read_fetches_the_next_window_while_this_one_is_read(server, client, prefix):
+    u = uri(server, prefix, "overlap")
+    data = pattern(u, 20 << 20)
+    client.put(u, data)
+    with sluice.open(u, "rb", client=client) as r:
+        first = server.gets
+        got = r.read(1 << 20)  # the first window: 1 MiB, nothing fetched ahead yet
+        got += r.read(1)  # reads follow each other: the next window, and the one after it
+        deadline = time.monotonic() + 10
+        while server.gets - first < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # The third GET went out while the caller was not reading.
+        assert server.gets - first == 3
+        got += r.read()
+        assert got == data
+        assert server.gets - first <= 6
+    # A seek elsewhere drops what was fetched ahead: the bytes are the object's still.
+    with sluice.open(u, "rb", client=client) as r:
+        r.read(1 << 20)
+        r.read(1 << 20)
+        r.seek(15 << 20)
+        assert r.read(1 << 20) == data[15 << 20 : 16 << 20]
+        r.seek(0)
+        assert r.read(3 << 20) == data[: 3 << 20]
+
+
+def test_a_reader_skipping_a_few_bytes_still_reads_ahead(server, client, prefix):
+    # torch.load's pattern: a record's data, then a seek a few bytes on to the next header.
+    u = uri(server, prefix, "skips")
+    data = pattern(u, 20 << 20)
+    client.put(u, data)
+    with sluice.open(u, "rb", client=client) as r:
+        first = server.gets
+        at = 0
+        while at < len(data):
+            assert r.read(1 << 20) == data[at : at + (1 << 20)]
+            at = r.seek(r.tell() + 16)
+        # Restarting at 1 MiB after every skip would take 20 GETs.
+        assert server.gets - first <= 6, server.gets - first
 
 
 def test_an_object_replaced_while_open_is_an_error_not_two_versions(server, client, prefix):

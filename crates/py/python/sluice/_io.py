@@ -5,7 +5,10 @@ Reading: ranged GETs of one version of the object (each carries ``If-Match`` wit
 its ``stat`` gave, so an object replaced while open is an error, never two versions spliced),
 with read-ahead that adapts to the access pattern: it starts at ``MIN_READAHEAD`` (a footer
 read or a random access fetches little) and doubles, up to ``MAX_READAHEAD``, while reads
-follow each other; a seek elsewhere starts it over.
+follow each other; a seek elsewhere starts it over. Once reads follow each other, the next
+window is fetched in the background while the caller consumes this one, so a sequential
+reader (``torch.load``, ``numpy.load``) overlaps the network with its own work instead of
+waiting for each window in turn: at most two windows are held.
 
 Writing: a streaming multipart upload (``Client.writer``): memory stays bounded by the part
 size and the parts in flight, whatever the object's size; the object appears on ``close``
@@ -16,7 +19,8 @@ aborted).
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Optional, Union
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     from ._native import Client
@@ -27,6 +31,9 @@ MIN_READAHEAD = 1 << 20
 """First read-ahead after open or a seek: enough for a header or footer in one request."""
 MAX_READAHEAD = 64 << 20
 """Read-ahead of a long sequential read: a few requests per large object, 64 MiB held."""
+
+SKIP_IN_ORDER = 64 << 10
+"""A seek forward by at most this much past what was read still counts as reading in order."""
 
 _open = open
 
@@ -55,6 +62,9 @@ class ObjectReader(io.BufferedIOBase):
         self._buf = memoryview(b"")
         self._buf_start = 0
         self._readahead = MIN_READAHEAD
+        # The next window of a sequential read, being fetched: (start, length, future).
+        self._next: Optional[Tuple[int, int, Future]] = None
+        self._fetcher: Optional[ThreadPoolExecutor] = None
 
     @property
     def size(self) -> int:
@@ -91,17 +101,43 @@ class ObjectReader(io.BufferedIOBase):
             raise ValueError(f"{self.name}: I/O operation on a closed file")
 
     def _fill(self, want: int) -> None:
-        """Makes the buffer start at the position and hold at least `want` bytes of it (or
-        to the end of the object)."""
+        """Makes the buffer hold the position: the window fetched ahead when it holds it,
+        else a GET of at least `want` bytes from there (or to the end of the object)."""
         end = self._buf_start + len(self._buf)
-        sequential = self._buf_start <= self._pos <= end and len(self._buf) > 0
-        self._readahead = min(self._readahead * 2, MAX_READAHEAD) if sequential else MIN_READAHEAD
-        length = min(max(want, self._readahead), self._size - self._pos)
-        obj = self._client.get_range(self.name, self._pos, length, etag=self._etag)
-        if len(obj) != length:
-            raise OSError(f"{self.name}: asked for {length} bytes at {self._pos}, got {len(obj)}")
+        ahead, self._next = self._next, None
+        # A reader that skips a few bytes (torch.load: from a tensor's data to the next
+        # record's header) still reads in order.
+        in_ahead = ahead is not None and ahead[0] <= self._pos < ahead[0] + ahead[1]
+        sequential = in_ahead or (
+            len(self._buf) > 0 and self._buf_start <= self._pos <= end + SKIP_IN_ORDER
+        )
+        # The window grows to the reads asked for, so the next is fetched as one while this
+        # one is consumed (a 32 MiB tensor read does not wait for 32 MiB each time).
+        grown = min(max(self._readahead * 2, want), MAX_READAHEAD)
+        self._readahead = grown if sequential else MIN_READAHEAD
+        if in_ahead:
+            start, length = ahead[0], ahead[1]
+            obj = ahead[2].result()
+        else:
+            # After a seek elsewhere what is in flight is not this, and is dropped (an
+            # error it may end in concerns no read).
+            start, length = self._pos, min(max(want, self._readahead), self._size - self._pos)
+            obj = self._fetch(start, length)
         self._buf = memoryview(obj)
-        self._buf_start = self._pos
+        self._buf_start = start
+        after = start + length
+        if sequential and after < self._size:
+            following = min(self._readahead * 2, MAX_READAHEAD, self._size - after)
+            if self._fetcher is None:
+                self._fetcher = ThreadPoolExecutor(1, thread_name_prefix="sluice-readahead")
+            self._next = (after, following, self._fetcher.submit(self._fetch, after, following))
+
+    def _fetch(self, start: int, length: int) -> Any:
+        """`length` bytes at `start`, of the version opened (the GIL is released meanwhile)."""
+        obj = self._client.get_range(self.name, start, length, etag=self._etag)
+        if len(obj) != length:
+            raise OSError(f"{self.name}: asked for {length} bytes at {start}, got {len(obj)}")
+        return obj
 
     def _available(self, n: int) -> memoryview:
         """Up to `n` bytes at the position, fetching when the buffer has none of them."""
@@ -110,7 +146,7 @@ class ObjectReader(io.BufferedIOBase):
         at = self._pos - self._buf_start
         if not (0 <= at < len(self._buf)):
             self._fill(n)
-            at = 0
+            at = self._pos - self._buf_start
         return self._buf[at : at + n]
 
     def readinto(self, b: Any) -> int:
@@ -145,6 +181,11 @@ class ObjectReader(io.BufferedIOBase):
 
     def close(self) -> None:
         self._buf = memoryview(b"")
+        self._next = None
+        if self._fetcher is not None:
+            # A window still being fetched finishes on its own; nothing waits for it.
+            self._fetcher.shutdown(wait=False, cancel_futures=True)
+            self._fetcher = None
         super().close()
 
     def __repr__(self) -> str:
