@@ -54,7 +54,8 @@ PY
   printf 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n' > "$dir/leaf.ext"
   openssl x509 -req -in "$dir/leaf.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
     -extfile "$dir/leaf.ext" -out "$dir/cert.pem" 2>/dev/null
-  mkdir -p "$dir/nginx"
+  mkdir -p "$dir/nginx" "$dir/www/.put-tmp" "$dir/www/$BUCKET/put"
+  chmod 777 "$dir/www/.put-tmp" "$dir/www/$BUCKET/put"
   cat > "$dir/nginx.conf" <<EOF
 worker_processes $workers;
 daemon off;
@@ -75,6 +76,23 @@ http {
     ssl_certificate_key $dir/key.pem;
     root $dir/www;
     location ~ ^/$BUCKET/?\$ { default_type application/xml; try_files /list.xml =404; }
+    # A write sink for upload benchmarks (scripts/measure-put): a PUT is stored as a file
+    # once its whole body has arrived (WebDAV), and answered with a fixed ETag; a part
+    # overwrites its object's file. Create and Complete of a multipart upload get S3's XML.
+    location /$BUCKET/put/ {
+      dav_methods PUT DELETE;
+      create_full_put_path on;
+      client_max_body_size 0;
+      client_body_temp_path $dir/www/.put-tmp;
+      add_header ETag '"0123456789abcdef0123456789abcdef"' always;
+      default_type application/xml;
+      if (\$args ~ "(^|&)uploads(=|&|\$)") {
+        return 200 '<InitiateMultipartUploadResult><Bucket>$BUCKET</Bucket><Key>k</Key><UploadId>sink</UploadId></InitiateMultipartUploadResult>';
+      }
+      if (\$request_method = POST) {
+        return 200 '<CompleteMultipartUploadResult><Bucket>$BUCKET</Bucket><Key>k</Key><ETag>"0123456789abcdef0123456789abcdef-1"</ETag></CompleteMultipartUploadResult>';
+      }
+    }
   }
 }
 EOF

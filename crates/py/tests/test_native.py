@@ -223,3 +223,20 @@ def test_endpoints_spread_and_go_around_one_that_refuses(server, prefix, backend
     assert sluice.Client(endpoint=server.endpoint).endpoint_stats() == []
     with pytest.raises(ValueError, match="endpoints"):
         sluice.Client(endpoints=["", " "])
+
+
+def test_what_is_sent_is_what_was_passed_whatever_the_caller_changes_after(server, client, prefix):
+    # `bytes` are shared with the upload (immutable); a bytearray or numpy array is copied,
+    # since its owner may change it as soon as the call returns.
+    base = f"s3://{server.bucket}/{prefix}"
+    data = pattern(base + "a", 12 << 20)
+    client.put(base + "a", data)
+    assert client.get(base + "a").to_bytes() == data
+    w = client.writer(base + "b", part_size=5 << 20)
+    mutable = bytearray(data)
+    for at in range(0, len(mutable), 3 << 20):
+        piece = memoryview(mutable)[at : at + (3 << 20)]
+        w.write(piece)
+        piece[:] = bytes(len(piece))  # reused at once, as a serializer reuses its buffer
+    w.close()
+    assert client.get(base + "b").to_bytes() == data
