@@ -1,6 +1,7 @@
 """``sluice.open``: objects as binary files, over real sockets to the test server."""
 
 import io
+import os
 import random
 import time
 
@@ -126,6 +127,28 @@ def test_a_reader_skipping_a_few_bytes_still_reads_ahead(server, client, prefix)
             at = r.seek(r.tell() + 16)
         # Restarting at 1 MiB after every skip would take 20 GETs.
         assert server.gets - first <= 6, server.gets - first
+
+
+def test_a_reader_opened_before_a_fork_reads_in_the_child(server, client, prefix):
+    # The parent's background fetch thread does not exist in a forked child: waiting on
+    # what it was given would hang.
+    u = uri(server, prefix, "forked")
+    data = pattern(u, 12 << 20)
+    client.put(u, data)
+    # The default client, which a forked child may go on using (an explicit Client may not).
+    r = sluice.open(u, "rb")
+    head = r.read(1 << 20) + r.read(1 << 20)  # in order: the next window is being fetched
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if head + r.read() == data else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert head + r.read() == data
+    r.close()
 
 
 def test_an_object_replaced_while_open_is_an_error_not_two_versions(server, client, prefix):

@@ -19,6 +19,7 @@ aborted).
 from __future__ import annotations
 
 import io
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 
@@ -65,6 +66,7 @@ class ObjectReader(io.BufferedIOBase):
         # The next window of a sequential read, being fetched: (start, length, future).
         self._next: Optional[Tuple[int, int, Future]] = None
         self._fetcher: Optional[ThreadPoolExecutor] = None
+        self._fetcher_pid = 0
 
     @property
     def size(self) -> int:
@@ -105,6 +107,10 @@ class ObjectReader(io.BufferedIOBase):
         else a GET of at least `want` bytes from there (or to the end of the object)."""
         end = self._buf_start + len(self._buf)
         ahead, self._next = self._next, None
+        if self._fetcher is not None and self._fetcher_pid != os.getpid():
+            # Opened before a fork: the parent's fetching thread does not exist here, so
+            # what it was given would never finish.
+            self._fetcher, ahead = None, None
         # A reader that skips a few bytes (torch.load: from a tensor's data to the next
         # record's header) still reads in order.
         in_ahead = ahead is not None and ahead[0] <= self._pos < ahead[0] + ahead[1]
@@ -130,6 +136,7 @@ class ObjectReader(io.BufferedIOBase):
             following = min(self._readahead * 2, MAX_READAHEAD, self._size - after)
             if self._fetcher is None:
                 self._fetcher = ThreadPoolExecutor(1, thread_name_prefix="sluice-readahead")
+                self._fetcher_pid = os.getpid()
             self._next = (after, following, self._fetcher.submit(self._fetch, after, following))
 
     def _fetch(self, start: int, length: int) -> Any:
