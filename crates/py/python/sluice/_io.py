@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import io
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from ._native import Client
 
 __all__ = ["open", "ObjectReader", "ObjectWriter"]
@@ -64,8 +65,8 @@ class ObjectReader(io.BufferedIOBase):
         self._buf_start = 0
         self._readahead = MIN_READAHEAD
         # The next window of a sequential read, being fetched: (start, length, future).
-        self._next: Optional[Tuple[int, int, Future]] = None
-        self._fetcher: Optional[ThreadPoolExecutor] = None
+        self._next: Optional[Tuple[int, int, "Future[Any]"]] = None
+        self._fetcher: Optional["ThreadPoolExecutor"] = None
         self._fetcher_pid = 0
 
     @property
@@ -111,22 +112,23 @@ class ObjectReader(io.BufferedIOBase):
             # Opened before a fork: the parent's fetching thread does not exist here, so
             # what it was given would never finish.
             self._fetcher, ahead = None, None
+        if ahead is not None and not (ahead[0] <= self._pos < ahead[0] + ahead[1]):
+            # After a seek elsewhere what is in flight is not this, and is dropped (an
+            # error it may end in concerns no read).
+            ahead = None
         # A reader that skips a few bytes (torch.load: from a tensor's data to the next
         # record's header) still reads in order.
-        in_ahead = ahead is not None and ahead[0] <= self._pos < ahead[0] + ahead[1]
-        sequential = in_ahead or (
+        sequential = ahead is not None or (
             len(self._buf) > 0 and self._buf_start <= self._pos <= end + SKIP_IN_ORDER
         )
         # The window grows to the reads asked for, so the next is fetched as one while this
         # one is consumed (a 32 MiB tensor read does not wait for 32 MiB each time).
         grown = min(max(self._readahead * 2, want), MAX_READAHEAD)
         self._readahead = grown if sequential else MIN_READAHEAD
-        if in_ahead:
+        if ahead is not None:
             start, length = ahead[0], ahead[1]
             obj = ahead[2].result()
         else:
-            # After a seek elsewhere what is in flight is not this, and is dropped (an
-            # error it may end in concerns no read).
             start, length = self._pos, min(max(want, self._readahead), self._size - self._pos)
             obj = self._fetch(start, length)
         self._buf = memoryview(obj)
@@ -135,6 +137,9 @@ class ObjectReader(io.BufferedIOBase):
         if sequential and after < self._size:
             following = min(self._readahead * 2, MAX_READAHEAD, self._size - after)
             if self._fetcher is None:
+                # Imported here: `import sluice` stays free of threads and logging.
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._fetcher = ThreadPoolExecutor(1, thread_name_prefix="sluice-readahead")
                 self._fetcher_pid = os.getpid()
             self._next = (after, following, self._fetcher.submit(self._fetch, after, following))
