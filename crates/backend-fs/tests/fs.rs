@@ -367,6 +367,7 @@ async fn streamed_writes_appear_whole_on_finish(ctx: Ctx) {
     let opts = sluice_core::WriteOptions {
         part_size: 5 << 20,
         max_in_flight: 2,
+        adaptive: false,
         abort_on_drop: true,
         checksums: false,
         put: Default::default(),
@@ -419,6 +420,7 @@ async fn create_only_writes_and_refused_options(ctx: Ctx) {
     let opts = WriteOptions {
         part_size: 5 << 20,
         max_in_flight: 1,
+        adaptive: false,
         abort_on_drop: true,
         checksums: false,
         put: create,

@@ -118,7 +118,7 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
         return Err(Failure::Usage("--jobs: must be at least 1".into()));
     }
     let cfg = a.store.config_for(&[&a.src, &a.dst]).await?;
-    let parts = WriteOptions::from_config(&cfg);
+    let mut parts = WriteOptions::from_config(&cfg);
     let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let (src, dst) = (loc(&a.src)?, loc(&a.dst)?);
     let src = match (src, &dst) {
@@ -151,7 +151,14 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
     let total: u64 = jobs.iter().filter_map(|j| j.size).sum();
     let bar = progress(total, true, a.json || !std::io::stderr().is_terminal());
     let count = jobs.len();
-    let pool = chunk_pool(a.jobs, &parts);
+    let at_once = a.jobs.min(count).max(1);
+    if parts.adaptive {
+        // The objects copied at once share one upload's memory for parts: each searches
+        // within its share, and never below the parts every writer starts with.
+        let share = sluice_core::PARTS_MEMORY / at_once as u64;
+        parts.max_in_flight = WriteOptions::parts_in(share, parts.part_size);
+    }
+    let pool = chunk_pool(at_once, &parts);
     let (a, parts, pool) = (&a, &parts, &pool);
     let results: Vec<bool> = futures::stream::iter(jobs)
         .map(|job| {

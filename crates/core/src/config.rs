@@ -15,6 +15,7 @@
 //! | body stall timeout | `SLUICE_STALL_TIMEOUT` (seconds without a byte) | 20 |
 //! | attempts | `SLUICE_MAX_ATTEMPTS`, `AWS_MAX_ATTEMPTS` | 10 |
 //! | multipart threshold / part size | `SLUICE_MULTIPART_THRESHOLD`, `SLUICE_MULTIPART_PART_SIZE` (bytes, or `16MiB`) | 16 MiB / 16 MiB |
+//! | parts in flight per upload | `SLUICE_PARTS_IN_FLIGHT` (fixes the number) | found per upload, 4 up to 512 MiB of parts (`upload`) |
 //! | HTTP/2 | `SLUICE_HTTP2=1` | HTTP/1.1 |
 //! | requests in flight | `SLUICE_MAX_CONNECTIONS` (fixes the number) | found at run time, 16 up to 256 (`congestion`) |
 //! | checksums | `AWS_REQUEST_CHECKSUM_CALCULATION`, `AWS_RESPONSE_CHECKSUM_VALIDATION` (`when_supported` \| `when_required`) | upload `when_supported` (hyper, awssdk), download `when_required` |
@@ -94,6 +95,10 @@ pub struct StoreConfig {
     /// (`SLUICE_MULTIPART_PART_SIZE`, default `DEFAULT_MULTIPART_PART_SIZE`). From the
     /// environment it must be at least S3's 5 MiB minimum part size.
     pub multipart_part_size: u64,
+    /// Parts one streaming upload sends at once (`SLUICE_PARTS_IN_FLIGHT`). `None`, the
+    /// default: found per upload from the rate its parts are answered at
+    /// (`upload::PartsInFlight`), within `upload::PARTS_MEMORY`.
+    pub parts_in_flight: Option<usize>,
     /// Use HTTP/2 (when the server offers it by ALPN); HTTP/1.1 otherwise.
     pub http2: bool,
     /// The hyper backend reads GET bodies from the socket straight into the destination
@@ -179,6 +184,7 @@ impl StoreConfig {
             retry: RetryPolicy::default(),
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             multipart_part_size: DEFAULT_MULTIPART_PART_SIZE,
+            parts_in_flight: None,
             http2: false,
             direct_get: true,
             refuse_metadata_addresses: false,
@@ -325,6 +331,13 @@ impl StoreConfig {
                 ));
             }
             cfg.multipart_part_size = n;
+        }
+        if let Some(n) = parse_opt(&get, "SLUICE_PARTS_IN_FLIGHT", |s| {
+            parse_count(s)
+                .filter(|n| *n > 0)
+                .ok_or("a positive integer")
+        })? {
+            cfg.parts_in_flight = Some(n);
         }
         if let Some(b) = parse_opt(&get, "SLUICE_HTTP2", parse_bool)? {
             cfg.http2 = b;

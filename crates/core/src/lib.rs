@@ -15,6 +15,7 @@ pub mod error;
 pub mod listing;
 mod multipart;
 mod object;
+mod parts_in_flight;
 mod put_options;
 mod range;
 mod reply;
@@ -46,7 +47,9 @@ pub use store::{
     GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, ObjectStore, PutInfo, PutPayload,
     spawn_list, unsupported,
 };
-pub use upload::{MAX_PARTS, ObjectWriter, PART_CONCURRENCY, WriteInfo, WriteOptions, WriterState};
+pub use upload::{
+    MAX_PARTS, ObjectWriter, PART_CONCURRENCY, PARTS_MEMORY, WriteInfo, WriteOptions, WriterState,
+};
 pub use uri::{ObjectUri, Scheme};
 pub use wire::spread::Spread;
 pub use wire::{Wire, WireFromConfig};

@@ -5,9 +5,12 @@
 use crate::checksum::{Crc, HOT, Pieces, Tally};
 use crate::error::{Error, Result};
 use crate::object::{PutInfo, same_etag};
+use crate::parts_in_flight::PartsInFlight;
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::retry::{RetryPolicy, retry};
-use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
+use crate::upload::{
+    MAX_PARTS, ObjectWriter, PART_CONCURRENCY, WriteInfo, WriteOptions, WriterState,
+};
 use crate::uri::ObjectUri;
 use crate::wire::{PutWire, UploadedPart};
 use async_trait::async_trait;
@@ -16,6 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 use std::ops::Range;
 use std::sync::Arc;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::upload::PARTS_FROM_MEMORY;
 
@@ -404,8 +408,16 @@ impl Multipart {
     }
 }
 
+/// A part uploaded, and what `PartsInFlight` learns from it.
+struct Answered {
+    part: UploadedPart,
+    epoch: u32,
+    bytes: u64,
+    took: std::time::Duration,
+}
+
 /// A streaming multipart upload: parts are cut from the bytes written and uploaded while
-/// the producer goes on, at most `max_in_flight` at a time. The upload is created with the
+/// the producer goes on, as many at a time as `parts` allows (at most `max_in_flight`). The upload is created with the
 /// first full part; an object that never fills one is sent with a single PUT at `finish`.
 pub(crate) struct MultipartWriter {
     api: Arc<dyn PutWire>,
@@ -420,7 +432,8 @@ pub(crate) struct MultipartWriter {
     /// Their CRC, taken as they were copied in, when checksums are on.
     pending_crc: Option<Tally>,
     next_part: u32,
-    in_flight: JoinSet<Result<UploadedPart>>,
+    in_flight: JoinSet<Result<Answered>>,
+    parts: PartsInFlight,
     done: Vec<UploadedPart>,
     written: u64,
     state: WriterState,
@@ -450,6 +463,11 @@ impl MultipartWriter {
     ) -> Result<Self> {
         opts.validate()?;
         opts.put.attributes.validate()?;
+        let parts = if opts.adaptive {
+            PartsInFlight::adaptive(PART_CONCURRENCY, opts.max_in_flight)
+        } else {
+            PartsInFlight::fixed(opts.max_in_flight)
+        };
         Ok(Self {
             upload: AbortGuard::new(api.clone(), uri.clone(), None),
             api,
@@ -460,6 +478,7 @@ impl MultipartWriter {
             pending_crc: None,
             next_part: 1,
             in_flight: JoinSet::new(),
+            parts,
             done: Vec::new(),
             written: 0,
             state: WriterState::Open,
@@ -496,13 +515,24 @@ impl MultipartWriter {
                 id
             }
         };
-        while self.in_flight.len() >= self.opts.max_in_flight {
+        if self.in_flight.len() >= self.parts.limit() {
+            self.parts.producer_waited();
+        }
+        while self.in_flight.len() >= self.parts.limit() {
             self.reap_one().await?;
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
+        let epoch = self.parts.epoch();
         self.in_flight.spawn(async move {
-            upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await
+            let (sent, bytes) = (Instant::now(), part.len() as u64);
+            let part = upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await?;
+            Ok(Answered {
+                part,
+                epoch,
+                bytes,
+                took: sent.elapsed(),
+            })
         });
         Ok(())
     }
@@ -511,8 +541,9 @@ impl MultipartWriter {
     async fn reap_one(&mut self) -> Result<()> {
         match self.in_flight.join_next().await {
             None => Ok(()),
-            Some(Ok(Ok(part))) => {
-                self.done.push(part);
+            Some(Ok(Ok(a))) => {
+                self.parts.answered(a.epoch, a.bytes, a.took);
+                self.done.push(a.part);
                 Ok(())
             }
             Some(Ok(Err(e))) => Err(e),
@@ -1003,6 +1034,7 @@ mod tests {
             WriteOptions {
                 part_size: part_size as u64,
                 max_in_flight,
+                adaptive: false,
                 put: PutOptions::default(),
                 abort_on_drop: true,
                 checksums: true,
@@ -1186,6 +1218,7 @@ mod tests {
             WriteOptions {
                 part_size: 1024,
                 max_in_flight: 1,
+                adaptive: false,
                 put: PutOptions::default(),
                 abort_on_drop: true,
                 checksums: false,

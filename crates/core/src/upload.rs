@@ -8,10 +8,17 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::put_options::PutOptions;
 
-/// Parts a streaming upload ([`ObjectWriter`]) sends at once by default: each is a buffer of
-/// `part_size` held until its answer, so this bounds the writer's memory. The loader and CLI
-/// parallelise across objects on top of this.
+/// Parts a streaming upload ([`ObjectWriter`]) starts with: each is a buffer of `part_size`
+/// held until its answer. From here an upload searches for more while they pay
+/// (`parts_in_flight`), within [`PARTS_MEMORY`]. The loader and CLI parallelise across
+/// objects on top of this.
 pub const PART_CONCURRENCY: usize = 4;
+/// Memory one streaming upload may hold in parts while it searches for its parts in flight:
+/// 32 parts of the default 16 MiB. Against S3's ~90 MB/s per connection and 50 ms before a
+/// PUT's answer, a part of 16 MiB in flight carries ~70 MB/s, so 32 carry ~2 GB/s from one
+/// writer; a node saving checkpoints from 8 ranks holds at most 4 GiB in parts, and only
+/// where they pay (`parts_in_flight`).
+pub const PARTS_MEMORY: u64 = 512 << 20;
 /// Parts an upload of bytes already in memory (`put`, `sluice.put`) may have in flight: they
 /// are slices of the caller's buffer, so more cost no memory, and the client's controller
 /// (`congestion`) sends only as many as the store answers faster with. 64 parts at S3's
@@ -32,8 +39,12 @@ pub const MAX_PARTS: u32 = 10_000;
 pub struct WriteOptions {
     /// Bytes per part (the last may be shorter): 5 MiB to 5 GiB.
     pub part_size: u64,
-    /// Parts uploading at once; a write waits while this many are in flight.
+    /// Most parts uploading at once; a write waits while this many are in flight.
     pub max_in_flight: usize,
+    /// Search for the parts in flight from [`PART_CONCURRENCY`] up to `max_in_flight`
+    /// (`parts_in_flight`) rather than holding `max_in_flight`. Writers other than S3's
+    /// multipart hold `max_in_flight`.
+    pub adaptive: bool,
     /// Abort the upload (delete its parts) when the writer is dropped unfinished — a
     /// Ctrl-C, an exception in the producer. Off keeps the parts for a later resume.
     pub abort_on_drop: bool,
@@ -45,15 +56,52 @@ pub struct WriteOptions {
 }
 
 impl WriteOptions {
-    /// The part size of `cfg` (SLUICE_MULTIPART_PART_SIZE), the usual part concurrency.
+    /// The part size of `cfg` (SLUICE_MULTIPART_PART_SIZE), its parts in flight
+    /// (SLUICE_PARTS_IN_FLIGHT, else searched for) and its upload checksums.
     pub fn from_config(cfg: &StoreConfig) -> Self {
+        let mut o = Self::with_part_size(cfg.multipart_part_size);
+        o.checksums = cfg.checksums.on_upload;
+        if let Some(n) = cfg.parts_in_flight {
+            o.set_max_in_flight(n);
+        }
+        o
+    }
+
+    /// Parts of `part_size` bytes, as many in flight as pay within [`PARTS_MEMORY`],
+    /// checksummed, aborted when dropped unfinished, written unconditionally.
+    pub fn with_part_size(part_size: u64) -> Self {
         Self {
-            part_size: cfg.multipart_part_size,
-            max_in_flight: PART_CONCURRENCY,
+            part_size,
+            max_in_flight: Self::parts_in(PARTS_MEMORY, part_size),
+            adaptive: true,
             abort_on_drop: true,
-            checksums: cfg.checksums.on_upload,
+            checksums: true,
             put: PutOptions::default(),
         }
+    }
+
+    /// Parts of `part_size` bytes; a searched number of parts in flight keeps to
+    /// [`PARTS_MEMORY`].
+    pub fn set_part_size(&mut self, part_size: u64) {
+        self.part_size = part_size;
+        if self.adaptive {
+            self.max_in_flight = Self::parts_in(PARTS_MEMORY, part_size);
+        }
+    }
+
+    /// `n` parts in flight, held: a user's number is not searched from.
+    pub fn set_max_in_flight(&mut self, n: usize) {
+        self.max_in_flight = n;
+        self.adaptive = false;
+    }
+
+    /// Parts of `part_size` that fit in `memory`, and never fewer than [`PART_CONCURRENCY`]:
+    /// a writer holds those whatever its budget, as it always did.
+    pub fn parts_in(memory: u64, part_size: u64) -> usize {
+        let n = memory / part_size.max(1);
+        usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .max(PART_CONCURRENCY)
     }
 
     /// Checks the sizes against S3's limits, naming the option at fault.

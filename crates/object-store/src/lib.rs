@@ -73,14 +73,8 @@ impl SluiceObjectStore {
         Self {
             store,
             bucket: bucket.into(),
-            parts: WriteOptions {
-                part_size: sluice_core::config::DEFAULT_MULTIPART_PART_SIZE,
-                max_in_flight: sluice_core::PART_CONCURRENCY,
-                abort_on_drop: true,
-                // The stores' default; a wire that cannot send checksums ignores it.
-                checksums: true,
-                put: Default::default(),
-            },
+            // Checksummed, the stores' default; a wire that cannot send them ignores it.
+            parts: WriteOptions::with_part_size(sluice_core::config::DEFAULT_MULTIPART_PART_SIZE),
         }
     }
 

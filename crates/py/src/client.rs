@@ -442,10 +442,10 @@ impl Client {
         let mut opts = self.write_options.clone();
         opts.put.mode = put_mode(mode, None)?;
         if let Some(p) = part_size {
-            opts.part_size = p;
+            opts.set_part_size(p);
         }
         if let Some(m) = max_in_flight {
-            opts.max_in_flight = m;
+            opts.set_max_in_flight(m);
         }
         opts.abort_on_drop = abort_on_drop;
         let create = opts.put.mode.clone();

@@ -359,7 +359,7 @@ pub fn parquet_write_random(
         let fail =
             |e: ParquetError| Error::integrity(u.to_string(), format!("writing parquet: {e}"));
         // Two parts in flight: about one row group in memory, as s3dlio's streaming writer.
-        opts.max_in_flight = 2;
+        opts.set_max_in_flight(2);
         let sink = Sink(store.writer(&u, opts).await?);
         let props = WriterProperties::builder()
             .set_compression(Compression::UNCOMPRESSED)

@@ -856,7 +856,7 @@ pub async fn conditional_writes(ctx: Ctx) {
 
     // Multipart: the condition rides on CompleteMultipartUpload.
     let mut opts = WriteOptions::from_config(&ctx.config());
-    opts.part_size = 5 << 20;
+    opts.set_part_size(5 << 20);
     opts.put = PutOptions::create();
     let data = Bytes::from(pattern::generate("cond/multi", (5 << 20) + 7));
     let mut w = within("writer", ctx.store.writer(&uri, opts))
@@ -913,7 +913,7 @@ pub async fn attributes_round_trip(ctx: Ctx) {
 
     let multi = ctx.uri("attrs/multi");
     let mut w_opts = WriteOptions::from_config(&ctx.config());
-    w_opts.part_size = 5 << 20;
+    w_opts.set_part_size(5 << 20);
     w_opts.put = opts;
     let mut w = within("writer", ctx.store.writer(&multi, w_opts))
         .await

@@ -652,7 +652,9 @@ impl Ctx {
                     Ok::<u64, sluice_core::Error>(info.bytes)
                 }
             })
-            .buffer_unordered(self.write_opts.max_in_flight.max(1));
+            // Every range asked for at once, as `sluice get` does: the client's controller
+            // sends as many as the store answers faster with.
+            .buffer_unordered(sluice_loader::FOLLOW_MAX);
         let mut bytes = 0;
         while let Some(r) = reads.next().await {
             bytes += r?;
