@@ -18,8 +18,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 
 use crate::upload::PARTS_FROM_MEMORY;
 
@@ -523,9 +523,10 @@ impl MultipartWriter {
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
-        let epoch = self.parts.epoch();
+        let sent = Instant::now();
+        let epoch = self.parts.sent(sent);
         self.in_flight.spawn(async move {
-            let (sent, bytes) = (Instant::now(), part.len() as u64);
+            let bytes = part.len() as u64;
             let part = upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await?;
             Ok(Answered {
                 part,
@@ -542,7 +543,8 @@ impl MultipartWriter {
         match self.in_flight.join_next().await {
             None => Ok(()),
             Some(Ok(Ok(a))) => {
-                self.parts.answered(a.epoch, a.bytes, a.took);
+                self.parts
+                    .answered(a.epoch, a.bytes, a.took, Instant::now());
                 self.done.push(a.part);
                 Ok(())
             }

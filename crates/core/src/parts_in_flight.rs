@@ -14,19 +14,20 @@
 //!
 //! - Start at [`PART_CONCURRENCY`](crate::PART_CONCURRENCY) parts.
 //! - A round is the answers to `limit` parts sent at the current limit (answers to parts
-//!   sent before it say nothing about it), during which the producer had to wait for a
-//!   free place at least once: a producer slower than the upload is the bound, and more
-//!   parts would change nothing.
-//! - The round's rate is `limit × bytes per part ÷ mean time per part` (Little's law: the
-//!   window was full).
-//! - Double while a doubling raised that rate by at least 15%; when one did not, go
+//!   sent before it say nothing about it; at least [`MIN_ROUND`]), during which the producer
+//!   had to wait for a free place at least once: a producer slower than the upload is the
+//!   bound, and more parts would change nothing.
+//! - The round's rate is Little's law, `λ = L / W`: the parts actually in flight, averaged
+//!   over the round's time (not the limit: a producer that cannot keep the window full
+//!   leaves it part empty), over the mean time a part took, times the bytes per part.
+//! - Double while a doubling raised that rate by at least [`GAIN`]; when one did not, go
 //!   back to the limit before and hold it to the end of the upload.
 //!
 //! The limit never exceeds `max` (the memory the caller allows, `upload::PARTS_MEMORY` by
 //! default), and each part still waits for the client's controller like every request.
 //! A number set by the user (`SLUICE_PARTS_IN_FLIGHT`, `max_in_flight=`) is held as set.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Rate a doubling must bring to be kept. Lower than the controller's 1.25: under
 /// `s3-standard` 8 → 16 parts of 16 MiB brought 1.28× and 16 → 32 1.15×, so at 1.25 the
@@ -34,9 +35,10 @@ use std::time::Duration;
 /// 692 MB/s at defaults, `scripts/measure-checkpoint`); a store already busy answers a
 /// doubling with ~1.0×.
 const GAIN: f64 = 1.15;
-/// Fewest answers a round counts: S3's PUT latency spreads 5× from p50 to p99, and a mean
-/// of 8 parts' times varies by less than the gain judged.
-const MIN_ROUND: usize = 8;
+/// Fewest answers a round counts. A round is `limit` answers, so the close calls (16 → 32
+/// parts, 1.0-1.15× under `s3-standard`) are judged on 16 parts' times, while the first
+/// doublings, which pay ~2×, are taken after one round trip each.
+const MIN_ROUND: usize = 4;
 
 /// The search of one upload (module docs).
 #[derive(Debug, Clone)]
@@ -47,6 +49,9 @@ pub(crate) struct PartsInFlight {
     /// Which limit a part was sent under: a round counts only parts of its own limit.
     epoch: u32,
     round: Round,
+    /// Parts in flight now, and since when.
+    in_flight: usize,
+    changed: Instant,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,12 +62,28 @@ enum Phase {
     Hold,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct Round {
+    started: Instant,
+    /// Parts in flight integrated over the round's time (part-seconds).
+    area: f64,
     answers: usize,
     bytes: u64,
     took: Duration,
     producer_waited: bool,
+}
+
+impl Round {
+    fn new(now: Instant) -> Self {
+        Self {
+            started: now,
+            area: 0.0,
+            answers: 0,
+            bytes: 0,
+            took: Duration::ZERO,
+            producer_waited: false,
+        }
+    }
 }
 
 impl PartsInFlight {
@@ -78,13 +99,25 @@ impl PartsInFlight {
     }
 
     fn new(limit: usize, max: usize, phase: Phase) -> Self {
+        let now = Instant::now();
         Self {
             limit,
             max,
             phase,
             epoch: 0,
-            round: Round::default(),
+            round: Round::new(now),
+            in_flight: 0,
+            changed: now,
         }
+    }
+
+    /// Parts in flight change at `now`: the time since the last change is counted at the old
+    /// number.
+    fn step(&mut self, now: Instant, by: isize) {
+        let since = now.saturating_duration_since(self.changed).as_secs_f64();
+        self.round.area += self.in_flight as f64 * since;
+        self.in_flight = self.in_flight.saturating_add_signed(by);
+        self.changed = now;
     }
 
     /// Parts allowed in flight now.
@@ -92,8 +125,9 @@ impl PartsInFlight {
         self.limit
     }
 
-    /// The stamp of a part sent now, to give back with its answer.
-    pub(crate) fn epoch(&self) -> u32 {
+    /// A part is sent at `now`; its stamp, to give back with its answer.
+    pub(crate) fn sent(&mut self, now: Instant) -> u32 {
+        self.step(now, 1);
         self.epoch
     }
 
@@ -102,8 +136,9 @@ impl PartsInFlight {
         self.round.producer_waited = true;
     }
 
-    /// A part of `bytes` sent under `epoch` was answered after `took`.
-    pub(crate) fn answered(&mut self, epoch: u32, bytes: u64, took: Duration) {
+    /// A part of `bytes` sent under `epoch` was answered at `now`, `took` after it was sent.
+    pub(crate) fn answered(&mut self, epoch: u32, bytes: u64, took: Duration, now: Instant) {
+        self.step(now, -1);
         if self.phase == Phase::Hold || epoch != self.epoch {
             return;
         }
@@ -114,12 +149,15 @@ impl PartsInFlight {
         if r.answers < self.limit.max(MIN_ROUND) {
             return;
         }
-        let round = std::mem::take(&mut self.round);
-        if !round.producer_waited || round.took.is_zero() {
+        let round = std::mem::replace(&mut self.round, Round::new(now));
+        let elapsed = now.saturating_duration_since(round.started).as_secs_f64();
+        if !round.producer_waited || round.took.is_zero() || elapsed == 0.0 {
             // The producer was the bound: this round says nothing about more parts.
             return;
         }
-        let rate = self.limit as f64 * round.bytes as f64 / round.took.as_secs_f64();
+        let in_flight = round.area / elapsed;
+        let mean_took = round.took.as_secs_f64() / round.answers as f64;
+        let rate = in_flight / mean_took * (round.bytes as f64 / round.answers as f64);
         let Phase::Search { base } = self.phase else {
             return;
         };
@@ -139,6 +177,7 @@ impl PartsInFlight {
         }
         if self.limit != before {
             self.epoch += 1;
+            self.round = Round::new(now);
             tracing::debug!(
                 rate_mb_s = rate / 1e6,
                 "parts in flight: {before} -> {}",
@@ -154,13 +193,25 @@ mod tests {
 
     const PART: u64 = 16 << 20;
 
-    /// Answers one round at the current limit, each part taking what `took_at` says for
-    /// that many parts in flight, with the producer waiting.
-    fn round(p: &mut PartsInFlight, took_at: impl Fn(usize) -> Duration) {
-        let (epoch, limit) = (p.epoch(), p.limit());
-        p.producer_waited();
-        for _ in 0..limit.max(MIN_ROUND) {
-            p.answered(epoch, PART, took_at(limit));
+    /// Uploads `parts` parts to a store where each takes `took_at(the limit when it was
+    /// sent)`, with a producer that has a part ready whenever there is a place.
+    fn run(p: &mut PartsInFlight, parts: usize, took_at: impl Fn(usize) -> Duration) {
+        let mut now = Instant::now();
+        // (answered at, took, epoch)
+        let mut flying: Vec<(Instant, Duration, u32)> = Vec::new();
+        for _ in 0..parts {
+            if flying.len() >= p.limit() {
+                p.producer_waited();
+                flying.sort_by_key(|f| std::cmp::Reverse(f.0));
+                let (at, took, epoch) = flying.pop().unwrap();
+                now = at;
+                p.answered(epoch, PART, took, now);
+            }
+            while flying.len() < p.limit() {
+                let took = took_at(p.limit());
+                let epoch = p.sent(now);
+                flying.push((now + took, took, epoch));
+            }
         }
     }
 
@@ -168,9 +219,7 @@ mod tests {
     fn a_store_answering_each_part_as_fast_however_many_grows_to_the_max() {
         // S3: each part takes the same 0.24 s, so the rate follows the parts in flight.
         let mut p = PartsInFlight::adaptive(4, 32);
-        for _ in 0..6 {
-            round(&mut p, |_| Duration::from_millis(240));
-        }
+        run(&mut p, 200, |_| Duration::from_millis(240));
         assert_eq!(p.limit(), 32);
     }
 
@@ -179,28 +228,31 @@ mod tests {
         // Fills at 8: beyond it each part takes proportionally longer.
         let took = |n: usize| Duration::from_millis(100 * (n.max(8) as u64) / 8);
         let mut p = PartsInFlight::adaptive(4, 64);
-        for _ in 0..10 {
-            round(&mut p, took);
-        }
+        run(&mut p, 400, took);
         assert_eq!(p.limit(), 8, "16 brought no more than 8");
     }
 
     #[test]
     fn a_slow_producer_or_answers_to_an_older_limit_change_nothing() {
         let mut p = PartsInFlight::adaptive(4, 64);
+        let mut now = Instant::now();
         for _ in 0..4 {
             // Never waited: the producer is the bound.
             for _ in 0..8 {
-                p.answered(p.epoch(), PART, Duration::from_millis(10));
+                let e = p.sent(now);
+                now += Duration::from_millis(10);
+                p.answered(e, PART, Duration::from_millis(10), now);
             }
         }
         assert_eq!(p.limit(), 4);
-        round(&mut p, |_| Duration::from_millis(10));
+        run(&mut p, 12, |_| Duration::from_millis(10));
         assert_eq!(p.limit(), 8);
-        let old = p.epoch() - 1;
+        let old = p.epoch - 1;
         p.producer_waited();
-        for _ in 0..100 {
-            p.answered(old, PART, Duration::from_millis(1));
+        for i in 0..100 {
+            let at = now + Duration::from_millis(i);
+            p.sent(at);
+            p.answered(old, PART, Duration::from_millis(1), at);
         }
         assert_eq!(p.limit(), 8, "parts sent under 4 do not judge 8");
     }
@@ -208,9 +260,7 @@ mod tests {
     #[test]
     fn a_fixed_number_is_held() {
         let mut p = PartsInFlight::fixed(6);
-        for _ in 0..5 {
-            round(&mut p, |_| Duration::from_millis(100));
-        }
+        run(&mut p, 100, |_| Duration::from_millis(100));
         assert_eq!(p.limit(), 6);
         assert_eq!(PartsInFlight::adaptive(4, 2).limit(), 2, "never above max");
     }
