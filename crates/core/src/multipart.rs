@@ -417,8 +417,9 @@ struct Answered {
 }
 
 /// A streaming multipart upload: parts are cut from the bytes written and uploaded while
-/// the producer goes on, as many at a time as `parts` allows (at most `max_in_flight`). The upload is created with the
-/// first full part; an object that never fills one is sent with a single PUT at `finish`.
+/// the producer goes on, as many at a time as `parts` allows (at most `max_in_flight`). The
+/// upload is created with the first full part; an object that never fills one is sent with
+/// a single PUT at `finish`.
 pub(crate) struct MultipartWriter {
     api: Arc<dyn PutWire>,
     policy: RetryPolicy,
