@@ -110,6 +110,20 @@ impl RangePlanner {
         }
         Some(split_ranges(size, self.chunk_size))
     }
+
+    /// As [`plan`](Self::plan), for `range` of an object rather than all of it: `None` for
+    /// one request (an open range, or one below the threshold or within one chunk), else
+    /// contiguous ranges covering it, each at most `chunk_size` bytes, in order.
+    pub fn plan_range(&self, range: ByteRange) -> Option<Vec<ByteRange>> {
+        let len = range.len()?;
+        let start = range.start();
+        let mut ranges = self.plan(len)?;
+        for r in &mut ranges {
+            r.start += start;
+            r.end = r.end.map(|e| e + start);
+        }
+        Some(ranges)
+    }
 }
 
 /// Cuts `0..size` into contiguous chunks of `chunk` bytes (the last shorter). Empty for 0.
@@ -167,6 +181,21 @@ mod tests {
             chunk_size: NonZeroU64::new(40).unwrap(),
         };
         assert_eq!(p.plan(40), None, "one chunk's worth is one request");
+        let r = ByteRange::new(1000, 1100).unwrap();
+        let planned = p.plan_range(r).unwrap();
+        assert_eq!(planned.first().unwrap().start(), 1000);
+        assert_eq!(planned.last().unwrap().end(), Some(1100));
+        assert!(planned.windows(2).all(|w| w[0].end() == Some(w[1].start())));
+        assert_eq!(
+            p.plan_range(ByteRange::new(1000, 1099).unwrap())
+                .map(|v| v.len()),
+            None
+        );
+        assert_eq!(
+            p.plan_range(ByteRange::from_offset(5)),
+            None,
+            "an open range: one GET"
+        );
     }
 
     proptest! {

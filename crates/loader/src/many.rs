@@ -5,11 +5,16 @@
 //! copy of the bytes).
 
 use crate::dataset::Dataset;
-use crate::loader::{Loader, LoaderOptions, Object, Order};
+use crate::fetch::Fetcher;
+use crate::loader::{
+    DEFAULT_CHUNK_SIZE, DEFAULT_RANGE_THRESHOLD, FOLLOW_MAX, Loader, LoaderOptions, Object, Order,
+};
 use crate::pool::BufferPool;
 use bytes::Bytes;
 use sluice_core::{Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment};
+use std::num::NonZeroU64;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 /// Every object of `uris` in the order given, `max_in_flight` at a time (at least one;
 /// `None`: as many as the store's client allows, twice over, as a loader that follows its
@@ -50,13 +55,33 @@ const MAX_HINT: u64 = 256 << 20;
 
 /// The object, or `opts.range` of it, as `ObjectStore::get_with`, in memory from the
 /// process's capped pool; `len` is how many bytes the caller expects, when it knows.
+///
+/// A range of a pinned version (`opts.if_match`) whose length the caller expects in full is
+/// of an object the caller knows: one long enough to be split is read as parallel ranged
+/// GETs, as the loader reads a large object (`sluice.open`'s windows; one GET is one
+/// connection, ~90 MB/s against S3). Any other range is one GET, which may return fewer
+/// bytes where the object ends first.
 pub async fn get_one(
-    store: &dyn ObjectStore,
+    store: &Arc<dyn ObjectStore>,
     uri: &ObjectUri,
     opts: &GetOptions,
     len: Option<u64>,
 ) -> Result<Bytes> {
     let pool = BufferPool::for_get_many();
+    if let (Some(range), Some(etag)) = (opts.range, opts.if_match.as_deref())
+        && range.len().is_some_and(|n| Some(n) == len)
+    {
+        let fetcher = Fetcher {
+            store: store.clone(),
+            planner: RangePlanner {
+                threshold: DEFAULT_RANGE_THRESHOLD,
+                chunk_size: NonZeroU64::new(DEFAULT_CHUNK_SIZE).expect("above 0"),
+            },
+            pool,
+            requests: Arc::new(Semaphore::new(FOLLOW_MAX)),
+        };
+        return Ok(fetcher.fetch_range(uri, range, Some(etag)).await?.data);
+    }
     let buf = match len.filter(|&n| n <= MAX_HINT) {
         Some(n) => pool.take_for(uri, n as usize)?,
         None => pool.take_largest(),

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use sluice_core::testing::{self, Faulty, MemoryWire};
-use sluice_core::{ObjectUri, S3Store};
+use sluice_core::{ObjectStore, ObjectUri, S3Store};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -58,9 +58,14 @@ async fn get_many_reuses_the_memory_of_earlier_calls_within_its_cap() {
     // A single range, as Python's get_range asks it, lands in that memory too.
     let range = sluice_core::ByteRange::new(1000, 201_000).unwrap();
     let opts = sluice_core::GetOptions::range(Some(range));
-    let got = sluice_loader::get_one(s.as_ref(), &uri(&keys[3]), &opts, Some(200_000))
-        .await
-        .unwrap();
+    let got = sluice_loader::get_one(
+        &(s.clone() as Arc<dyn ObjectStore>),
+        &uri(&keys[3]),
+        &opts,
+        Some(200_000),
+    )
+    .await
+    .unwrap();
     assert_eq!(got, data(&keys[3], 300_000).slice(1000..201_000));
     assert!(
         before.contains(&(got.as_ptr() as usize)),

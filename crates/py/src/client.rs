@@ -282,7 +282,7 @@ impl Client {
         let store = self.store()?;
         let u = parse_uri(uri)?;
         let data = block(py, async move {
-            sluice_loader::get_one(store.as_ref(), &u, &GetOptions::default(), None).await
+            sluice_loader::get_one(&store, &u, &GetOptions::default(), None).await
         })?;
         Ok(Object::new(uri.to_owned(), data))
     }
@@ -315,7 +315,7 @@ impl Client {
             if_match: etag,
         };
         let data = block(py, async move {
-            sluice_loader::get_one(store.as_ref(), &u, &opts, length).await
+            sluice_loader::get_one(&store, &u, &opts, length).await
         })?;
         Ok(Object::new(uri.to_owned(), data))
     }

@@ -129,6 +129,25 @@ def test_a_reader_skipping_a_few_bytes_still_reads_ahead(server, client, prefix)
         assert server.gets - first <= 6, server.gets - first
 
 
+def test_a_long_sequential_read_fetches_its_windows_as_parallel_ranges(server, client, prefix):
+    # One GET per window is one connection: ~90 MB/s against S3 however large the window.
+    # Windows of 32 MiB and more are read as 8 MiB ranges of the version opened.
+    u = uri(server, prefix, "long")
+    data = pattern(u, 80 << 20)
+    client.put(u, data)
+    got = bytearray()
+    buf = bytearray(32 << 20)
+    with sluice.open(u, "rb", client=client) as r:
+        first = server.gets
+        while n := r.readinto(buf):
+            got += buf[:n]
+        gets = server.gets - first
+    assert got == data
+    # Windows of 32, 32 and 16 MiB: 3 GETs as whole windows; the two of 32 MiB in 8 MiB
+    # ranges make 9.
+    assert gets >= 8, gets
+
+
 def test_a_reader_opened_before_a_fork_reads_in_the_child(server, client, prefix):
     # The parent's background fetch thread does not exist in a forked child: waiting on
     # what it was given would hang.

@@ -32,7 +32,8 @@ __all__ = ["open", "ObjectReader", "ObjectWriter"]
 MIN_READAHEAD = 1 << 20
 """First read-ahead after open or a seek: enough for a header or footer in one request."""
 MAX_READAHEAD = 64 << 20
-"""Read-ahead of a long sequential read: a few requests per large object, 64 MiB held."""
+"""Read-ahead of a long sequential read: windows of 64 MiB, each read as 8 parallel ranged
+GETs (`get_range` of a pinned version), two in flight while the caller reads a third."""
 
 SKIP_IN_ORDER = 64 << 10
 """A seek forward by at most this much past what was read still counts as reading in order."""
@@ -127,22 +128,30 @@ class ObjectReader(io.BufferedIOBase):
         self._readahead = grown if sequential else MIN_READAHEAD
         if ahead is not None:
             start, length = ahead[0], ahead[1]
+            # The window after goes out before this one is waited for: under S3's latency
+            # one window at a time leaves the link idle between them.
+            self._read_ahead(start + length)
             obj = ahead[2].result()
         else:
             start, length = self._pos, min(max(want, self._readahead), self._size - self._pos)
             obj = self._fetch(start, length)
+            if sequential:
+                self._read_ahead(start + length)
         self._buf = memoryview(obj)
         self._buf_start = start
-        after = start + length
-        if sequential and after < self._size:
-            following = min(self._readahead * 2, MAX_READAHEAD, self._size - after)
-            if self._fetcher is None:
-                # Imported here: `import sluice` stays free of threads and logging.
-                from concurrent.futures import ThreadPoolExecutor
 
-                self._fetcher = ThreadPoolExecutor(1, thread_name_prefix="sluice-readahead")
-                self._fetcher_pid = os.getpid()
-            self._next = (after, following, self._fetcher.submit(self._fetch, after, following))
+    def _read_ahead(self, at: int) -> None:
+        """Starts fetching the window at `at` in the background, when the object goes on."""
+        if at >= self._size:
+            return
+        following = min(self._readahead * 2, MAX_READAHEAD, self._size - at)
+        if self._fetcher is None:
+            # Imported here: `import sluice` stays free of threads and logging.
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._fetcher = ThreadPoolExecutor(2, thread_name_prefix="sluice-readahead")
+            self._fetcher_pid = os.getpid()
+        self._next = (at, following, self._fetcher.submit(self._fetch, at, following))
 
     def _fetch(self, start: int, length: int) -> Any:
         """`length` bytes at `start`, of the version opened (the GIL is released meanwhile)."""
