@@ -63,9 +63,7 @@ impl Body {
         }
         out
     }
-}
 
-impl Body {
     fn same_bytes(&self, other: &[u8]) -> bool {
         let mut rest = other;
         self.len == other.len()
@@ -149,8 +147,14 @@ impl From<Missing> for Refused {
 impl StoredObject {
     /// An object from a single PUT: its ETag is the MD5 of its bytes.
     pub fn new(data: Bytes) -> Self {
+        let crc = Crc::of(&data);
+        Self::new_with_crc(data, crc)
+    }
+
+    /// As `new`, with the CRC64NVME already taken of the bytes (to check the one sent).
+    pub fn new_with_crc(data: Bytes, crc: Crc) -> Self {
         let etag = format!("\"{}\"", hex::encode(Md5::digest(&data)));
-        Self::with_etag(data, etag)
+        Self::with_crc(data.into(), etag, crc)
     }
 
     /// An object of `data` whose ETag is `etag` (a copy's, say).
@@ -188,7 +192,7 @@ pub struct Part {
     pub etag: String,
     /// Its CRC64NVME, taken as it arrived, so that Complete combines CRCs rather than reading
     /// the object again.
-    pub crc: sluice_core::checksum::Crc,
+    pub crc: Crc,
 }
 
 /// A multipart upload in progress.
