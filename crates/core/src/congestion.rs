@@ -12,13 +12,15 @@
 //!
 //! - **slow start** ([`Concurrency::Adaptive`], the default): the limit starts at
 //!   [`ADAPTIVE_START`] and doubles after each measured round (a round: `limit` answers to
-//!   let the new requests settle, then `4 × limit` answers, and 50 ms, counted) whose answer
-//!   rate rose by at least a quarter over the round before. A store that is latency-bound answers a
-//!   doubling with about twice the rate; one that is saturated (its CPU, the link, the
+//!   let the new requests settle, then `4 × limit` answers, and 50 ms, counted — or as few
+//!   as `limit` (at least 16) once the mean time of the answers counted is known to
+//!   ±[`ROUND_ERROR`]: large requests, whose times vary little, are judged in one round
+//!   trip) whose answer rate rose by at least a quarter over the round before. A store
+//!   that is latency-bound answers a doubling with about twice the rate; one that is saturated (its CPU, the link, the
 //!   client's own core) with the same rate, so the first doubling that does not pay is
-//!   undone and the controller holds. Rounds in which the client never had `limit`
-//!   requests waiting say nothing about the limit (the application asked for fewer) and are
-//!   not judged.
+//!   undone and the controller holds. Rounds in which the client kept less than [`FULL`] of
+//!   the limit in flight, on average over the round's time, say nothing about the limit
+//!   (the application asked for fewer) and are not judged.
 //! - **hold and probe**: after [`PROBE_EVERY`] rounds at the limit, it tries a quarter more
 //!   and keeps it only if the rate rose by a tenth. A rate below half the held one means the
 //!   store's latency rose: slow start again from the limit; above twice, that it fell: slow
@@ -61,12 +63,25 @@ pub(crate) const PROBE_EVERY: u32 = 8;
 /// Rate a doubling must bring to be kept: a latency-bound store answers about 2×; a round
 /// of `4 × limit` answers varies by ~10% on a store with S3's latency spread.
 const SLOW_START_GAIN: f64 = 1.25;
+/// Share of the limit a client must have kept in flight, on average over a round, for the
+/// round to judge the limit: below it the application, not the store, set the rate. A
+/// round that mixed a checkpoint's write at 16 parts under a limit of 32 with its read at
+/// 32 (75% full) judged 32 no faster than 16, and held the read at 16.
+const FULL: f64 = 0.9;
 /// Rate a quarter more must bring to be kept.
 const PROBE_GAIN: f64 = 1.10;
 /// A held limit whose rate falls below this share of the held rate starts over.
 const CHANGED: f64 = 0.5;
 /// Fewest answers counted in a round, so a small limit's rate is not one request's luck.
 const MIN_ROUND: u64 = 32;
+/// Standard error of the mean answer time (relative) at which a round of at least `limit`
+/// answers ends before `4 × limit`: the rate of a round is answers ÷ its time, whose
+/// relative error is that of the mean answer time, so this is the rate's error too. Reads
+/// of a 2 GiB checkpoint are 128 answers of 16 MiB (each ~200 ms, ±~10% under
+/// `s3-standard`): rounds of `4 × limit` answers left the limit at 32 of the 64 that read
+/// it fastest (1,949 against 2,679 MB/s, `scripts/measure-checkpoint`). Small requests,
+/// whose times spread as widely as their latency, still take `4 × limit` answers.
+const ROUND_ERROR: f64 = 0.05;
 /// Shortest round: against a loopback server 80 answers take ~3 ms, where the scheduling of
 /// two cores alone moves a rate by a quarter (measured: rounds that short let the limit climb
 /// to ~150 where 16 do as well, at 1.24x the CPU per GB).
@@ -100,8 +115,11 @@ struct Round {
     settle: u64,
     started: Instant,
     answers: u64,
-    /// The client had as many requests as the limit allows, at some point of the round.
-    limited: bool,
+    /// Sum and sum of squares of the counted answers' times, in seconds.
+    took: f64,
+    took_sq: f64,
+    /// Requests in flight integrated over the round's time (request-seconds).
+    area: f64,
 }
 
 impl Round {
@@ -110,8 +128,37 @@ impl Round {
             settle: limit as u64,
             started: Instant::now(),
             answers: 0,
-            limited: false,
+            took: 0.0,
+            took_sq: 0.0,
+            area: 0.0,
         }
+    }
+
+    /// Counts an answer that took `took`.
+    fn count(&mut self, took: std::time::Duration) {
+        let t = took.as_secs_f64();
+        self.answers += 1;
+        self.took += t;
+        self.took_sq += t * t;
+    }
+
+    /// The standard error of the mean answer time, relative to it (infinite before two
+    /// answers).
+    fn error(&self) -> f64 {
+        let n = self.answers as f64;
+        if self.answers < 2 || self.took <= 0.0 {
+            return f64::INFINITY;
+        }
+        let mean = self.took / n;
+        let var = ((self.took_sq - n * mean * mean) / (n - 1.0)).max(0.0);
+        (var / n).sqrt() / mean
+    }
+
+    /// Whether enough answers are counted to judge a `limit`.
+    fn is_complete(&self, limit: usize) -> bool {
+        let limit = limit as u64;
+        let full = self.answers >= (4 * limit).max(MIN_ROUND);
+        full || (self.answers >= limit.max(MIN_ROUND / 2) && self.error() <= ROUND_ERROR)
     }
 }
 
@@ -125,6 +172,8 @@ struct State {
     issued: usize,
     debt: usize,
     in_flight: usize,
+    /// When `in_flight` last changed.
+    changed: Instant,
     last_cut: Option<Instant>,
     throttles_in_a_row: u32,
     gate: Option<Instant>,
@@ -139,6 +188,15 @@ struct State {
 impl State {
     fn allowed(&self, max: usize) -> usize {
         (self.limit as usize).clamp(1, max)
+    }
+
+    /// Requests in flight change by `by` at `now`: the time since the last change counts at
+    /// the old number.
+    fn step(&mut self, now: Instant, by: isize) {
+        let since = now.saturating_duration_since(self.changed).as_secs_f64();
+        self.round.area += self.in_flight as f64 * since;
+        self.in_flight = self.in_flight.saturating_add_signed(by);
+        self.changed = now;
     }
 
     fn set_limit(&mut self, limit: f64, max: usize) {
@@ -213,6 +271,7 @@ impl Congestion {
                 issued: start,
                 debt: 0,
                 in_flight: 0,
+                changed: Instant::now(),
                 last_cut: None,
                 throttles_in_a_row: 0,
                 gate: None,
@@ -234,17 +293,14 @@ impl Congestion {
                 tokio::time::sleep_until(until).await;
                 continue;
             }
-            let (permit, waited) = match self.permits.try_acquire() {
-                Ok(p) => (p, false),
-                Err(_) => (self.permits.acquire().await.expect("never closed"), true),
-            };
+            let permit = self.permits.acquire().await.expect("never closed");
             let mut s = self.state.lock().unwrap();
-            if s.gate.is_some_and(|g| g > Instant::now()) {
+            let now = Instant::now();
+            if s.gate.is_some_and(|g| g > now) {
                 // Closed while this request waited: it waits for the gate too.
                 continue;
             }
-            s.in_flight += 1;
-            s.round.limited |= waited || self.permits.available_permits() == 0;
+            s.step(now, 1);
             return Permit {
                 owner: self,
                 permit: Some(permit),
@@ -268,9 +324,9 @@ impl Congestion {
 
     fn record(&self, permit: SemaphorePermit<'_>, sent: Instant, outcome: Outcome) {
         let mut s = self.state.lock().unwrap();
-        s.in_flight -= 1;
-        let before = s.allowed(self.max);
         let now = Instant::now();
+        s.step(now, -1);
+        let before = s.allowed(self.max);
         match outcome {
             Outcome::Throttled | Outcome::Failed => {
                 if outcome == Outcome::Throttled {
@@ -301,7 +357,7 @@ impl Congestion {
                 if s.limit < s.ceiling {
                     s.limit = (s.limit + 1.0 / s.limit).min(s.ceiling);
                 } else if self.mode == Concurrency::Adaptive {
-                    self.count_answer(&mut s, now);
+                    self.count_answer(&mut s, now, now.saturating_duration_since(sent));
                 }
             }
             Outcome::Other => {}
@@ -322,26 +378,25 @@ impl Congestion {
     }
 
     /// Counts one answer to the round; at the round's end, judges the limit (module docs).
-    fn count_answer(&self, s: &mut State, now: Instant) {
+    fn count_answer(&self, s: &mut State, now: Instant, took: std::time::Duration) {
         if s.round.settle > 0 {
             s.round.settle -= 1;
             if s.round.settle == 0 {
                 s.round.started = now;
-                s.round.limited = false;
+                s.round.area = 0.0;
             }
             return;
         }
-        s.round.answers += 1;
-        let limit = s.allowed(self.max);
-        let took = now.duration_since(s.round.started);
-        if s.round.answers < (4 * limit as u64).max(MIN_ROUND) || took < MIN_ROUND_TIME {
+        s.round.count(took);
+        let elapsed = now.duration_since(s.round.started);
+        if !s.round.is_complete(s.allowed(self.max)) || elapsed < MIN_ROUND_TIME {
             return;
         }
-        let secs = took.as_secs_f64();
+        let secs = elapsed.as_secs_f64();
         let rate = s.round.answers as f64 / secs;
-        let limited = s.round.limited;
+        let kept_full = s.round.area / secs >= FULL * s.allowed(self.max) as f64;
         s.round = Round::new(0);
-        if !limited {
+        if !kept_full {
             return;
         }
         s.rate = rate;
@@ -612,6 +667,56 @@ mod tests {
         let s = c.stats();
         assert_eq!(s.limit, 256, "{s:?}");
         assert!(s.rate > 0.9 * 256.0 / 0.030, "rate {}", s.rate);
+    }
+
+    #[test]
+    fn a_round_of_answers_that_vary_little_ends_after_one_limit_of_them() {
+        let ms = std::time::Duration::from_millis;
+        // 16 MiB ranges at ~90 MB/s: ~200 ms each, ±10%.
+        let mut large = Round::new(0);
+        for i in 0..32u64 {
+            large.count(ms(180 + (i * 7919) % 40));
+        }
+        assert!(large.error() < ROUND_ERROR, "{}", large.error());
+        assert!(large.is_complete(32), "one limit's answers");
+        assert!(!large.is_complete(64), "fewer than the limit");
+        // Small requests whose times spread as widely as S3's latency: 5 to 150 ms.
+        let mut small = Round::new(0);
+        for i in 0..64u64 {
+            small.count(ms(5 + (i * 7919) % 146));
+        }
+        assert!(!small.is_complete(32), "{}", small.error());
+        for i in 64..128u64 {
+            small.count(ms(5 + (i * 7919) % 146));
+        }
+        assert!(small.is_complete(32), "4 x limit answers end any round");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn large_requests_reach_the_cap_within_a_few_round_trips() {
+        // 200 ms a request (±10%) however many are in flight, as 16 MiB ranges of a
+        // checkpoint: 16 -> 32 -> 64 takes two rounds of one round trip to settle and one to
+        // count, where rounds of 4 x limit answers took ~2 s.
+        let c = adaptive(64);
+        let limits = simulate(&c, 64, Duration::from_millis(1500), |_, n| {
+            (Duration::from_millis(190 + (n * 7919) % 20), Ok(()))
+        })
+        .await;
+        assert_eq!(limits[0], ADAPTIVE_START);
+        assert_eq!(*limits.last().unwrap(), 64, "{limits:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_in_which_the_client_asked_for_fewer_than_the_limit_judges_nothing() {
+        // A checkpoint written with 16 parts in flight, then read with 64 requests: the
+        // limit doubles to 32 during the write, and the round that spans the write's end and
+        // the read's start (half full) must not undo it.
+        let c = adaptive(64);
+        let store = |_: Instant, n: u64| (Duration::from_millis(190 + (n * 7919) % 20), Ok(()));
+        simulate(&c, 16, Duration::from_secs(1), store).await;
+        assert_eq!(c.stats().limit, 32, "16 full, then doubled");
+        simulate(&c, 64, Duration::from_secs(2), store).await;
+        assert_eq!(c.stats().limit, 64, "{:?}", c.stats());
     }
 
     #[tokio::test(start_paused = true)]

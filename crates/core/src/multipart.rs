@@ -5,12 +5,10 @@
 use crate::checksum::{Crc, HOT, Pieces, Tally};
 use crate::error::{Error, Result};
 use crate::object::{PutInfo, same_etag};
-use crate::parts_in_flight::PartsInFlight;
+use crate::parts_in_flight::{PartsInFlight, Settled};
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::retry::{RetryPolicy, retry};
-use crate::upload::{
-    MAX_PARTS, ObjectWriter, PART_CONCURRENCY, WriteInfo, WriteOptions, WriterState,
-};
+use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
 use crate::uri::ObjectUri;
 use crate::wire::{PutWire, UploadedPart};
 use async_trait::async_trait;
@@ -454,18 +452,20 @@ impl std::fmt::Debug for MultipartWriter {
 
 impl MultipartWriter {
     /// A writer of `uri` through `api`, each request retried under `policy`, parts cut and
-    /// sent as `opts` says. Nothing is sent until the first part is full. Errors if `opts`
-    /// is outside S3's limits (`WriteOptions::validate`).
+    /// sent as `opts` says; a searched number of parts in flight starts where `settled`
+    /// says. Nothing is sent until the first part is full. Errors if `opts` is outside S3's
+    /// limits (`WriteOptions::validate`).
     pub(crate) fn new(
         api: Arc<dyn PutWire>,
         policy: RetryPolicy,
         uri: ObjectUri,
         opts: WriteOptions,
+        settled: &Settled,
     ) -> Result<Self> {
         opts.validate()?;
         opts.put.attributes.validate()?;
         let parts = if opts.adaptive {
-            PartsInFlight::adaptive(PART_CONCURRENCY, opts.max_in_flight)
+            PartsInFlight::adaptive(settled, opts.max_in_flight)
         } else {
             PartsInFlight::fixed(opts.max_in_flight)
         };
@@ -1042,6 +1042,7 @@ mod tests {
                 abort_on_drop: true,
                 checksums: true,
             },
+            &Settled::default(),
         )
         .unwrap()
     }
@@ -1226,6 +1227,7 @@ mod tests {
                 abort_on_drop: true,
                 checksums: false,
             },
+            &Settled::default(),
         )
         .unwrap_err();
         assert!(err.to_string().contains("part_size"), "{err}");

@@ -12,7 +12,8 @@
 //! Little's law, since an upload sends too few requests for the controller's rounds to
 //! judge in time: a 2 GiB checkpoint is 128 parts.
 //!
-//! - Start at [`PART_CONCURRENCY`](crate::PART_CONCURRENCY) parts.
+//! - Start at [`PART_CONCURRENCY`](crate::PART_CONCURRENCY) parts, or where the client's
+//!   last searched upload held, if more ([`Settled`]).
 //! - A round is the answers to `limit` parts sent at the current limit (answers to parts
 //!   sent before it say nothing about it; at least [`MIN_ROUND`]), during which the producer
 //!   had to wait for a free place at least once: a producer slower than the upload is the
@@ -27,6 +28,9 @@
 //! default), and each part still waits for the client's controller like every request.
 //! A number set by the user (`SLUICE_PARTS_IN_FLIGHT`, `max_in_flight=`) is held as set.
 
+use crate::upload::PART_CONCURRENCY;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Rate a doubling must bring to be kept. Lower than the controller's 1.25: under
@@ -40,12 +44,32 @@ const GAIN: f64 = 1.15;
 /// doublings, which pay ~2×, are taken after one round trip each.
 const MIN_ROUND: usize = 4;
 
+/// The parts in flight the last searched upload of a client (an
+/// [`S3Store`](crate::S3Store) and its clones) held, where its next upload starts: what one
+/// upload learned of the store holds for the next, as TCP hands what one connection learned
+/// of a path to the next (RFC 2140). A process that saves a checkpoint every few minutes,
+/// or a rank writing its shards one after another, searches once; each search costs a 2 GiB
+/// checkpoint's first dozen parts at 4 and 8 in flight under `s3-standard`, ~13% of its
+/// write. The search still goes on from there, so a store that got faster gets more parts;
+/// one that got slower keeps this many, within the memory each upload allows.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Settled(Arc<AtomicUsize>);
+
+impl Settled {
+    /// Where the next search starts.
+    fn start(&self) -> usize {
+        self.0.load(Ordering::Relaxed).max(PART_CONCURRENCY)
+    }
+}
+
 /// The search of one upload (module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct PartsInFlight {
     limit: usize,
     max: usize,
     phase: Phase,
+    /// Told the limit the search holds at.
+    settled: Option<Settled>,
     /// Which limit a part was sent under: a round counts only parts of its own limit.
     epoch: u32,
     round: Round,
@@ -89,21 +113,25 @@ impl Round {
 impl PartsInFlight {
     /// `n` parts in flight, never changed.
     pub(crate) fn fixed(n: usize) -> Self {
-        Self::new(n.max(1), n.max(1), Phase::Hold)
+        Self::new(n.max(1), n.max(1), Phase::Hold, None)
     }
 
-    /// From `start` up to `max` parts, searched as the module docs say.
-    pub(crate) fn adaptive(start: usize, max: usize) -> Self {
+    /// From where `settled` says up to `max` parts, searched as the module docs say; the
+    /// limit it holds at is told to `settled`.
+    pub(crate) fn adaptive(settled: &Settled, max: usize) -> Self {
         let max = max.max(1);
-        Self::new(start.clamp(1, max), max, Phase::Search { base: None })
+        let start = settled.start().clamp(1, max);
+        let phase = Phase::Search { base: None };
+        Self::new(start, max, phase, Some(settled.clone()))
     }
 
-    fn new(limit: usize, max: usize, phase: Phase) -> Self {
+    fn new(limit: usize, max: usize, phase: Phase, settled: Option<Settled>) -> Self {
         let now = Instant::now();
         Self {
             limit,
             max,
             phase,
+            settled,
             epoch: 0,
             round: Round::new(now),
             in_flight: 0,
@@ -118,6 +146,15 @@ impl PartsInFlight {
         self.round.area += self.in_flight as f64 * since;
         self.in_flight = self.in_flight.saturating_add_signed(by);
         self.changed = now;
+    }
+
+    /// Ends the search at `limit`, and tells the client's next upload to start there.
+    fn hold(&mut self, limit: usize) {
+        self.limit = limit;
+        self.phase = Phase::Hold;
+        if let Some(s) = &self.settled {
+            s.0.store(limit, Ordering::Relaxed);
+        }
     }
 
     /// Parts allowed in flight now.
@@ -163,11 +200,8 @@ impl PartsInFlight {
         };
         let before = self.limit;
         match base {
-            Some((from, was)) if rate < was * GAIN => {
-                self.limit = from;
-                self.phase = Phase::Hold;
-            }
-            _ if self.limit >= self.max => self.phase = Phase::Hold,
+            Some((from, was)) if rate < was * GAIN => self.hold(from),
+            _ if self.limit >= self.max => self.hold(self.limit),
             _ => {
                 self.phase = Phase::Search {
                     base: Some((self.limit, rate)),
@@ -218,7 +252,7 @@ mod tests {
     #[test]
     fn a_store_answering_each_part_as_fast_however_many_grows_to_the_max() {
         // S3: each part takes the same 0.24 s, so the rate follows the parts in flight.
-        let mut p = PartsInFlight::adaptive(4, 32);
+        let mut p = PartsInFlight::adaptive(&Settled::default(), 32);
         run(&mut p, 200, |_| Duration::from_millis(240));
         assert_eq!(p.limit(), 32);
     }
@@ -227,14 +261,14 @@ mod tests {
     fn a_busy_store_keeps_the_limit_where_more_stopped_paying() {
         // Fills at 8: beyond it each part takes proportionally longer.
         let took = |n: usize| Duration::from_millis(100 * (n.max(8) as u64) / 8);
-        let mut p = PartsInFlight::adaptive(4, 64);
+        let mut p = PartsInFlight::adaptive(&Settled::default(), 64);
         run(&mut p, 400, took);
         assert_eq!(p.limit(), 8, "16 brought no more than 8");
     }
 
     #[test]
     fn a_slow_producer_or_answers_to_an_older_limit_change_nothing() {
-        let mut p = PartsInFlight::adaptive(4, 64);
+        let mut p = PartsInFlight::adaptive(&Settled::default(), 64);
         let mut now = Instant::now();
         for _ in 0..4 {
             // Never waited: the producer is the bound.
@@ -262,6 +296,34 @@ mod tests {
         let mut p = PartsInFlight::fixed(6);
         run(&mut p, 100, |_| Duration::from_millis(100));
         assert_eq!(p.limit(), 6);
-        assert_eq!(PartsInFlight::adaptive(4, 2).limit(), 2, "never above max");
+        let settled = Settled::default();
+        assert_eq!(
+            PartsInFlight::adaptive(&settled, 2).limit(),
+            2,
+            "never above max"
+        );
+    }
+
+    #[test]
+    fn a_clients_next_upload_starts_where_its_last_search_held() {
+        let settled = Settled::default();
+        let mut first = PartsInFlight::adaptive(&settled, 32);
+        assert_eq!(first.limit(), PART_CONCURRENCY);
+        run(&mut first, 200, |_| Duration::from_millis(240));
+        assert_eq!(first.limit(), 32);
+        assert_eq!(PartsInFlight::adaptive(&settled, 64).limit(), 32);
+        assert_eq!(
+            PartsInFlight::adaptive(&settled, 8).limit(),
+            8,
+            "within what each upload allows"
+        );
+        // A search that held lower is where the next starts.
+        let busy = |n: usize| Duration::from_millis(100 * (n.max(8) as u64) / 8);
+        let fresh = Settled::default();
+        run(&mut PartsInFlight::adaptive(&fresh, 64), 400, busy);
+        assert_eq!(PartsInFlight::adaptive(&fresh, 64).limit(), 8);
+        // A fixed number says nothing about the store.
+        run(&mut PartsInFlight::fixed(2), 100, busy);
+        assert_eq!(PartsInFlight::adaptive(&fresh, 64).limit(), 8);
     }
 }

@@ -8,9 +8,10 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::put_options::PutOptions;
 
-/// Parts a streaming upload ([`ObjectWriter`]) starts with: each is a buffer of `part_size`
-/// held until its answer. From here an upload searches for more while they pay
-/// (`parts_in_flight`), within [`PARTS_MEMORY`]. The loader and CLI parallelise across
+/// Parts a client's first streaming upload ([`ObjectWriter`]) starts with: each is a buffer
+/// of `part_size` held until its answer. From here an upload searches for more while they
+/// pay (`parts_in_flight`), within [`PARTS_MEMORY`]; the client's later uploads start where
+/// the last search held. The loader and CLI parallelise across
 /// objects on top of this.
 pub const PART_CONCURRENCY: usize = 4;
 /// Memory one streaming upload may hold in parts while it searches for its parts in flight:
@@ -41,9 +42,9 @@ pub struct WriteOptions {
     pub part_size: u64,
     /// Most parts uploading at once; a write waits while this many are in flight.
     pub max_in_flight: usize,
-    /// Search for the parts in flight from [`PART_CONCURRENCY`] up to `max_in_flight`
-    /// (`parts_in_flight`) rather than holding `max_in_flight`. Writers other than S3's
-    /// multipart hold `max_in_flight`.
+    /// Search for the parts in flight from [`PART_CONCURRENCY`] (or where the client's last
+    /// search held) up to `max_in_flight` (`parts_in_flight`) rather than holding
+    /// `max_in_flight`. Writers other than S3's multipart hold `max_in_flight`.
     pub adaptive: bool,
     /// Abort the upload (delete its parts) when the writer is dropped unfinished — a
     /// Ctrl-C, an exception in the producer. Off keeps the parts for a later resume.

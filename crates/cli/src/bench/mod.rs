@@ -501,8 +501,10 @@ fn ops_process(
     cmd.arg("--max-error-share")
         .arg(a.max_error_share.to_string());
     worker::pass_store(&mut cmd, &t.store_args, t.keys.as_ref());
+    // The worker's log (SLUICE_LOG, warnings by default) goes where the bench's does.
     let out = cmd
         .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
         .output()
         .map_err(|e| Failure::Other(format!("starting a bench-ops worker: {e}")))?;
     let reports: Vec<OpsReport> = String::from_utf8_lossy(&out.stdout)
