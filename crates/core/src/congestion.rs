@@ -61,7 +61,8 @@ pub const ADAPTIVE_START: usize = 16;
 /// Measured rounds at a held limit before it tries a quarter more.
 pub(crate) const PROBE_EVERY: u32 = 8;
 /// Rate a doubling must bring to be kept: a latency-bound store answers about 2×; a round
-/// of `4 × limit` answers varies by ~10% on a store with S3's latency spread.
+/// of `4 × limit` answers varies by ~10% on a store with S3's latency spread, one ended
+/// early by ±[`ROUND_ERROR`].
 const SLOW_START_GAIN: f64 = 1.25;
 /// Share of the limit a client must have kept in flight, on average over a round, for the
 /// round to judge the limit: below it the application, not the store, set the rate. A
@@ -123,10 +124,10 @@ struct Round {
 }
 
 impl Round {
-    fn new(limit: usize) -> Self {
+    fn new(limit: usize, now: Instant) -> Self {
         Self {
             settle: limit as u64,
-            started: Instant::now(),
+            started: now,
             answers: 0,
             took: 0.0,
             took_sq: 0.0,
@@ -154,11 +155,14 @@ impl Round {
         (var / n).sqrt() / mean
     }
 
-    /// Whether enough answers are counted to judge a `limit`.
-    fn is_complete(&self, limit: usize) -> bool {
+    /// Whether enough answers are counted to judge a `limit`: `4 × limit`, or `limit` known
+    /// to ±[`ROUND_ERROR`] when `quick` (slow start, whose doublings must pay a quarter; a
+    /// probe, judged at a tenth, takes the full round).
+    fn is_complete(&self, limit: usize, quick: bool) -> bool {
         let limit = limit as u64;
         let full = self.answers >= (4 * limit).max(MIN_ROUND);
-        full || (self.answers >= limit.max(MIN_ROUND / 2) && self.error() <= ROUND_ERROR)
+        let known = self.answers >= limit.max(MIN_ROUND / 2) && self.error() <= ROUND_ERROR;
+        full || (quick && known)
     }
 }
 
@@ -199,9 +203,9 @@ impl State {
         self.changed = now;
     }
 
-    fn set_limit(&mut self, limit: f64, max: usize) {
+    fn set_limit(&mut self, limit: f64, max: usize, now: Instant) {
         self.limit = limit.clamp(1.0, max as f64);
-        self.round = Round::new(self.allowed(max));
+        self.round = Round::new(self.allowed(max), now);
     }
 }
 
@@ -278,7 +282,7 @@ impl Congestion {
                 throttled: 0,
                 cuts: 0,
                 phase,
-                round: Round::new(start),
+                round: Round::new(start, Instant::now()),
                 rate: 0.0,
             }),
         }
@@ -346,7 +350,7 @@ impl Congestion {
                         };
                     }
                     let cut = s.limit * BETA;
-                    s.set_limit(cut, self.max);
+                    s.set_limit(cut, self.max, now);
                     s.last_cut = Some(now);
                     s.cuts += 1;
                 }
@@ -389,13 +393,14 @@ impl Congestion {
         }
         s.round.count(took);
         let elapsed = now.duration_since(s.round.started);
-        if !s.round.is_complete(s.allowed(self.max)) || elapsed < MIN_ROUND_TIME {
+        let quick = matches!(s.phase, Phase::SlowStart { .. });
+        if !s.round.is_complete(s.allowed(self.max), quick) || elapsed < MIN_ROUND_TIME {
             return;
         }
         let secs = elapsed.as_secs_f64();
         let rate = s.round.answers as f64 / secs;
         let kept_full = s.round.area / secs >= FULL * s.allowed(self.max) as f64;
-        s.round = Round::new(0);
+        s.round = Round::new(0, now);
         if !kept_full {
             return;
         }
@@ -454,7 +459,7 @@ impl Congestion {
         };
         s.phase = phase;
         if next != s.limit {
-            s.set_limit(next, self.max);
+            s.set_limit(next, self.max, now);
         }
         s.ceiling = s.limit;
     }
@@ -673,23 +678,38 @@ mod tests {
     fn a_round_of_answers_that_vary_little_ends_after_one_limit_of_them() {
         let ms = std::time::Duration::from_millis;
         // 16 MiB ranges at ~90 MB/s: ~200 ms each, ±10%.
-        let mut large = Round::new(0);
+        let mut large = Round::new(0, Instant::now());
         for i in 0..32u64 {
             large.count(ms(180 + (i * 7919) % 40));
         }
-        assert!(large.error() < ROUND_ERROR, "{}", large.error());
-        assert!(large.is_complete(32), "one limit's answers");
-        assert!(!large.is_complete(64), "fewer than the limit");
+        // Their spread is ~4.9% of the mean; the mean's error, ÷ √32, ~0.86%.
+        assert!((large.error() - 0.0086).abs() < 0.0005, "{}", large.error());
+        assert!(large.is_complete(32, true), "one limit's answers");
+        assert!(
+            !large.is_complete(32, false),
+            "a probe takes the full round"
+        );
+        assert!(!large.is_complete(64, true), "fewer than the limit");
+        // 150-250 ms (a spread of ~15%): ±2.6% after 32 answers, enough.
+        let mut wider = Round::new(0, Instant::now());
+        for i in 0..32u64 {
+            wider.count(ms(150 + (i * 7919) % 101));
+        }
+        assert!((wider.error() - 0.0263).abs() < 0.001, "{}", wider.error());
+        assert!(wider.is_complete(32, true));
         // Small requests whose times spread as widely as S3's latency: 5 to 150 ms.
-        let mut small = Round::new(0);
+        let mut small = Round::new(0, Instant::now());
         for i in 0..64u64 {
             small.count(ms(5 + (i * 7919) % 146));
         }
-        assert!(!small.is_complete(32), "{}", small.error());
+        assert!(!small.is_complete(32, true), "{}", small.error());
         for i in 64..128u64 {
             small.count(ms(5 + (i * 7919) % 146));
         }
-        assert!(small.is_complete(32), "4 x limit answers end any round");
+        assert!(
+            small.is_complete(32, false),
+            "4 x limit answers end any round"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -44,14 +44,15 @@ const GAIN: f64 = 1.15;
 /// doublings, which pay ~2×, are taken after one round trip each.
 const MIN_ROUND: usize = 4;
 
-/// The parts in flight the last searched upload of a client (an
-/// [`S3Store`](crate::S3Store) and its clones) held, where its next upload starts: what one
-/// upload learned of the store holds for the next, as TCP hands what one connection learned
-/// of a path to the next (RFC 2140). A process that saves a checkpoint every few minutes,
-/// or a rank writing its shards one after another, searches once; each search costs a 2 GiB
-/// checkpoint's first dozen parts at 4 and 8 in flight under `s3-standard`, ~13% of its
-/// write. The search still goes on from there, so a store that got faster gets more parts;
-/// one that got slower keeps this many, within the memory each upload allows.
+/// The most parts in flight a searched upload of a client (an [`S3Store`](crate::S3Store)
+/// and its clones) held, where its next upload starts: what one upload learned of the store
+/// holds for the next, as TCP hands what one connection learned of a path to the next
+/// (RFC 2140). A process that saves a checkpoint every few minutes, or a rank writing its
+/// shards one after another, searches once; each search costs a 2 GiB checkpoint's first
+/// dozen parts at 4 and 8 in flight under `s3-standard`, ~13% of its write. The search still
+/// goes on from there, so a store that got faster gets more parts; one that got slower
+/// keeps this many, within the memory each upload allows (uploads running at once each
+/// start here, each within its own).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Settled(Arc<AtomicUsize>);
 
@@ -148,12 +149,14 @@ impl PartsInFlight {
         self.changed = now;
     }
 
-    /// Ends the search at `limit`, and tells the client's next upload to start there.
+    /// Ends the search at `limit`, and tells the client's next upload to start there, if
+    /// higher: an upload whose memory allows fewer parts (larger parts, `cp -j N`'s share)
+    /// held where its cap, not the store, stopped it.
     fn hold(&mut self, limit: usize) {
         self.limit = limit;
         self.phase = Phase::Hold;
         if let Some(s) = &self.settled {
-            s.0.store(limit, Ordering::Relaxed);
+            s.0.fetch_max(limit, Ordering::Relaxed);
         }
     }
 
@@ -312,12 +315,15 @@ mod tests {
         run(&mut first, 200, |_| Duration::from_millis(240));
         assert_eq!(first.limit(), 32);
         assert_eq!(PartsInFlight::adaptive(&settled, 64).limit(), 32);
+        let mut capped = PartsInFlight::adaptive(&settled, 8);
+        assert_eq!(capped.limit(), 8, "within what each upload allows");
+        run(&mut capped, 100, |_| Duration::from_millis(240));
         assert_eq!(
-            PartsInFlight::adaptive(&settled, 8).limit(),
-            8,
-            "within what each upload allows"
+            PartsInFlight::adaptive(&settled, 64).limit(),
+            32,
+            "a cap is not the store's answer"
         );
-        // A search that held lower is where the next starts.
+        // A fresh client's search that held at 8 is where its next starts.
         let busy = |n: usize| Duration::from_millis(100 * (n.max(8) as u64) / 8);
         let fresh = Settled::default();
         run(&mut PartsInFlight::adaptive(&fresh, 64), 400, busy);

@@ -18,7 +18,8 @@ pub const PART_CONCURRENCY: usize = 4;
 /// 32 parts of the default 16 MiB. Against S3's ~90 MB/s per connection and 50 ms before a
 /// PUT's answer, a part of 16 MiB in flight carries ~70 MB/s, so 32 carry ~2 GB/s from one
 /// writer; a node saving checkpoints from 8 ranks holds at most 4 GiB in parts, and only
-/// where they pay (`parts_in_flight`).
+/// where they paid (`parts_in_flight`: a client's later uploads start where its searches
+/// held).
 pub const PARTS_MEMORY: u64 = 512 << 20;
 /// Parts an upload of bytes already in memory (`put`, `sluice.put`) may have in flight: they
 /// are slices of the caller's buffer, so more cost no memory, and the client's controller
