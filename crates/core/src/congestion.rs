@@ -16,11 +16,12 @@
 //!   as `limit` (at least 16) once the mean time of the answers counted is known to
 //!   ±[`ROUND_ERROR`]: large requests, whose times vary little, are judged in one round
 //!   trip) whose answer rate rose by at least a quarter over the round before. A store
-//!   that is latency-bound answers a doubling with about twice the rate; one that is saturated (its CPU, the link, the
-//!   client's own core) with the same rate, so the first doubling that does not pay is
-//!   undone and the controller holds. Rounds in which the client kept less than [`FULL`] of
-//!   the limit in flight, on average over the round's time, say nothing about the limit
-//!   (the application asked for fewer) and are not judged.
+//!   that is latency-bound answers a doubling with about twice the rate; one that is
+//!   saturated (its CPU, the link, the client's own core) with the same rate, so the first
+//!   doubling that does not pay is undone and the controller holds. Rounds in which the
+//!   client kept less than [`FULL`] of the limit in flight, on average over the round's
+//!   time, say nothing about the limit (the application asked for fewer) and are not
+//!   judged.
 //! - **hold and probe**: after [`PROBE_EVERY`] rounds at the limit, it tries a quarter more
 //!   and keeps it only if the rate rose by a tenth. A rate below half the held one means the
 //!   store's latency rose: slow start again from the limit; above twice, that it fell: slow
