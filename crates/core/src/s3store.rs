@@ -4,7 +4,7 @@
 
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
-use crate::congestion::{Congestion, CongestionStats};
+use crate::congestion::{Congestion, CongestionStats, Kind};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, paginate};
 use crate::multipart::{self, MultipartWriter};
@@ -121,9 +121,9 @@ struct Limited<W> {
 }
 
 impl<W> Limited<W> {
-    /// One attempt, sent once the controller lets it.
-    async fn send<T>(&self, attempt: impl Future<Output = Result<T>>) -> Result<T> {
-        let permit = self.congestion.acquire().await;
+    /// One attempt, a request of `kind`, sent once the controller lets it.
+    async fn send<T>(&self, kind: Kind, attempt: impl Future<Output = Result<T>>) -> Result<T> {
+        let permit = self.congestion.acquire(kind).await;
         let result = attempt.await;
         permit.finish(&result);
         result
@@ -135,7 +135,7 @@ impl<W> Limited<W> {
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Limited<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        self.send(self.wire.get_object(req, sink)).await
+        self.send(Kind::Read, self.wire.get_object(req, sink)).await
     }
 }
 
@@ -150,7 +150,7 @@ impl<W: Wire> PutWire for Limited<W> {
         checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.send(self.wire.put_object(uri, data, checksum, opts))
+        self.send(Kind::Write, self.wire.put_object(uri, data, checksum, opts))
             .await
     }
 
@@ -160,8 +160,11 @@ impl<W: Wire> PutWire for Limited<W> {
         checksummed: bool,
         opts: &PutOptions,
     ) -> Result<String> {
-        self.send(self.wire.create_multipart_upload(uri, checksummed, opts))
-            .await
+        self.send(
+            Kind::Write,
+            self.wire.create_multipart_upload(uri, checksummed, opts),
+        )
+        .await
     }
 
     async fn upload_part(
@@ -173,6 +176,7 @@ impl<W: Wire> PutWire for Limited<W> {
         checksum: Option<Crc>,
     ) -> Result<Option<String>> {
         self.send(
+            Kind::Write,
             self.wire
                 .upload_part(uri, upload_id, part_number, data, checksum),
         )
@@ -188,6 +192,7 @@ impl<W: Wire> PutWire for Limited<W> {
         mode: &PutMode,
     ) -> Result<Option<String>> {
         self.send(
+            Kind::Write,
             self.wire
                 .complete_multipart_upload(uri, upload_id, parts, checksum, mode),
         )
@@ -195,12 +200,15 @@ impl<W: Wire> PutWire for Limited<W> {
     }
 
     async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        self.send(self.wire.abort_multipart_upload(uri, upload_id))
-            .await
+        self.send(
+            Kind::Write,
+            self.wire.abort_multipart_upload(uri, upload_id),
+        )
+        .await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        self.send(self.wire.head_object(uri)).await
+        self.send(Kind::Read, self.wire.head_object(uri)).await
     }
 }
 
@@ -238,7 +246,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             async move {
                 let opts = ListOptions::from(recursive, token);
                 self.inner
-                    .send(self.inner.wire.list_objects_v2(&prefix, &opts))
+                    .send(Kind::Read, self.inner.wire.list_objects_v2(&prefix, &opts))
                     .await
             }
         })
@@ -247,7 +255,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         retry(&self.cfg().retry, || {
             self.inner
-                .send(self.inner.wire.list_objects_v2(prefix, opts))
+                .send(Kind::Read, self.inner.wire.list_objects_v2(prefix, opts))
         })
         .await
     }
@@ -291,7 +299,9 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {
         retry(&self.cfg().retry, || async {
-            self.inner.send(self.inner.wire.delete_object(uri)).await
+            self.inner
+                .send(Kind::Write, self.inner.wire.delete_object(uri))
+                .await
         })
         .await
     }
@@ -304,7 +314,9 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         for batch in delete_batches(uris) {
             refused.extend(
                 retry(&self.cfg().retry, || async {
-                    self.inner.send(self.inner.wire.delete_objects(batch)).await
+                    self.inner
+                        .send(Kind::Write, self.inner.wire.delete_objects(batch))
+                        .await
                 })
                 .await?,
             );
@@ -314,7 +326,9 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 
     async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         retry(&self.cfg().retry, || async {
-            self.inner.send(self.inner.wire.copy_object(from, to)).await
+            self.inner
+                .send(Kind::Write, self.inner.wire.copy_object(from, to))
+                .await
         })
         .await
     }
@@ -325,7 +339,10 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             let prefix = prefix.clone();
             async move {
                 self.inner
-                    .send(self.inner.wire.list_multipart_uploads(&prefix, from))
+                    .send(
+                        Kind::Read,
+                        self.inner.wire.list_multipart_uploads(&prefix, from),
+                    )
                     .await
             }
         })
