@@ -436,7 +436,7 @@ impl Congestion {
         s.round.count(took, kind);
         let elapsed = now.duration_since(s.round.started);
         let round_kind = s.round.kind();
-        let other_work = round_kind.is_some() && s.judged_on.is_some() && round_kind != s.judged_on;
+        let other_work = matches!((round_kind, s.judged_on), (Some(a), Some(b)) if a != b);
         let quick = other_work || matches!(s.phase, Phase::SlowStart { .. });
         if !s.round.is_complete(s.allowed(self.max), quick) || elapsed < MIN_ROUND_TIME {
             return;
@@ -450,22 +450,18 @@ impl Congestion {
         }
         s.rate = rate;
         let max = self.max as f64;
-        if round_kind.is_some() {
-            s.judged_on = round_kind;
-        }
+        s.judged_on = round_kind.or(s.judged_on);
         let phase = if other_work {
-            // The phase's rates were another kind of request's: this round is the base of a
-            // new search from here.
-            Phase::SlowStart {
-                base: Some((s.limit, rate)),
-            }
+            // The phase's rates were another kind of request's: a new search from here,
+            // this round its base.
+            Phase::SlowStart { base: None }
         } else {
             s.phase
         };
         let (next, phase) = match phase {
             Phase::SlowStart {
                 base: Some((from, was)),
-            } if !other_work && rate < was * SLOW_START_GAIN => (
+            } if rate < was * SLOW_START_GAIN => (
                 from,
                 Phase::Hold {
                     rounds: 0,

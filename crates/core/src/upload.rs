@@ -11,8 +11,7 @@ use crate::put_options::PutOptions;
 /// Parts a client's first streaming upload ([`ObjectWriter`]) starts with: each is a buffer
 /// of `part_size` held until its answer. From here an upload searches for more while they
 /// pay (`parts_in_flight`), within [`PARTS_MEMORY`]; the client's later uploads start where
-/// the last search held. The loader and CLI parallelise across
-/// objects on top of this.
+/// the last search held. The loader and CLI parallelise across objects on top of this.
 pub const PART_CONCURRENCY: usize = 4;
 /// Memory one streaming upload may hold in parts while it searches for its parts in flight:
 /// 32 parts of the default 16 MiB. Against S3's ~90 MB/s per connection and 50 ms before a

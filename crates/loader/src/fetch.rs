@@ -202,7 +202,7 @@ impl Fetcher {
     async fn fetch_ranges(
         &self,
         uri: &ObjectUri,
-        size: Option<u64>,
+        mut size: Option<u64>,
         ranges: &[ByteRange],
         head: Option<&[u8]>,
         etag: Option<&str>,
@@ -251,7 +251,6 @@ impl Fetcher {
         complete(memory);
         let mut attempts = 0;
         let mut seen_etag: Option<String> = etag.map(str::to_owned);
-        let mut size = size;
         while let Some(joined) = tasks.join_next().await {
             let (i, seg, info) = joined.map_err(|e| {
                 Error::transport(uri.to_string(), format!("range task failed: {e}"))
