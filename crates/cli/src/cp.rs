@@ -118,7 +118,7 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
         return Err(Failure::Usage("--jobs: must be at least 1".into()));
     }
     let cfg = a.store.config_for(&[&a.src, &a.dst]).await?;
-    let mut parts = WriteOptions::from_config(&cfg);
+    let parts = WriteOptions::from_config(&cfg);
     let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let (src, dst) = (loc(&a.src)?, loc(&a.dst)?);
     let src = match (src, &dst) {
@@ -152,12 +152,6 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
     let bar = progress(total, true, a.json || !std::io::stderr().is_terminal());
     let count = jobs.len();
     let at_once = a.jobs.min(count).max(1);
-    if parts.adaptive {
-        // The objects copied at once share one upload's memory for parts: each searches
-        // within its share, and never below the parts every writer starts with.
-        let share = sluice_core::PARTS_MEMORY / at_once as u64;
-        parts.max_in_flight = WriteOptions::parts_in(share, parts.part_size);
-    }
     let pool = chunk_pool(at_once, &parts);
     let (a, parts, pool) = (&a, &parts, &pool);
     let results: Vec<bool> = futures::stream::iter(jobs)
@@ -420,11 +414,12 @@ type Chunk = (u64, Bytes, Option<Pieces>);
 /// Memory for the chunks of `jobs` objects copied at once: a chunk's buffer comes back when
 /// the writer has sent the last part cut from it, and the next chunk lands in memory already
 /// mapped. Fresh 32 MiB buffers cost a quarter of an upload's CPU in page faults
-/// (`clear_page_erms`, perf of `sluice cp` of 1 GiB). Each object holds at most its writer's
-/// parts in flight, the part pending and the chunk being read; idle memory never exceeds
-/// what was held at once (`BufferPool`).
+/// (`clear_page_erms`, perf of `sluice cp` of 1 GiB). The objects hold at most the parts in
+/// flight of the client's one window (`parts_in_flight`: searched uploads share it), and
+/// each the part pending and the chunk being read; idle memory never exceeds what was held
+/// at once (`BufferPool`).
 fn chunk_pool(jobs: usize, parts: &WriteOptions) -> Arc<BufferPool> {
-    BufferPool::new(jobs * (parts.max_in_flight + 2), 0)
+    BufferPool::new(parts.max_in_flight + 2 * jobs, 0)
 }
 
 /// The `size` bytes of `job`'s object, of one version (its ETag), in `CHUNK`s in order, each

@@ -5,7 +5,7 @@
 use crate::checksum::{Crc, HOT, Pieces, Tally};
 use crate::error::{Error, Result};
 use crate::object::{PutInfo, same_etag};
-use crate::parts_in_flight::{PartsInFlight, Settled};
+use crate::parts_in_flight::PartsWindow;
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::retry::{RetryPolicy, retry};
 use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
@@ -16,7 +16,6 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::task::JoinSet;
 
 use crate::upload::PARTS_FROM_MEMORY;
@@ -406,16 +405,8 @@ impl Multipart {
     }
 }
 
-/// A part uploaded, and what `PartsInFlight` learns from it.
-struct Answered {
-    part: UploadedPart,
-    epoch: u32,
-    bytes: u64,
-    took: std::time::Duration,
-}
-
 /// A streaming multipart upload: parts are cut from the bytes written and uploaded while
-/// the producer goes on, as many at a time as `parts` allows (at most `max_in_flight`). The
+/// the producer goes on, as many at a time as `window` has places for. The
 /// upload is created with the first full part; an object that never fills one is sent with
 /// a single PUT at `finish`.
 pub(crate) struct MultipartWriter {
@@ -431,8 +422,12 @@ pub(crate) struct MultipartWriter {
     /// Their CRC, taken as they were copied in, when checksums are on.
     pending_crc: Option<Tally>,
     next_part: u32,
-    in_flight: JoinSet<Result<Answered>>,
-    parts: PartsInFlight,
+    in_flight: JoinSet<Result<UploadedPart>>,
+    /// The client's window, shared by its uploads, or one of this writer's own for a number
+    /// the user set (`parts_in_flight`).
+    window: Arc<PartsWindow>,
+    /// The window has heard of this upload (`PartsWindow::begin`).
+    begun: bool,
     done: Vec<UploadedPart>,
     written: u64,
     state: WriterState,
@@ -452,22 +447,22 @@ impl std::fmt::Debug for MultipartWriter {
 
 impl MultipartWriter {
     /// A writer of `uri` through `api`, each request retried under `policy`, parts cut and
-    /// sent as `opts` says; a searched number of parts in flight starts where `settled`
-    /// says. Nothing is sent until the first part is full. Errors if `opts` is outside S3's
-    /// limits (`WriteOptions::validate`).
+    /// sent as `opts` says: a searched number in flight through the client's `window`, a set
+    /// one through a window of its own. Nothing is sent until the first part is full. Errors
+    /// if `opts` is outside S3's limits (`WriteOptions::validate`).
     pub(crate) fn new(
         api: Arc<dyn PutWire>,
         policy: RetryPolicy,
         uri: ObjectUri,
         opts: WriteOptions,
-        settled: &Settled,
+        window: &Arc<PartsWindow>,
     ) -> Result<Self> {
         opts.validate()?;
         opts.put.attributes.validate()?;
-        let parts = if opts.adaptive {
-            PartsInFlight::adaptive(settled, opts.max_in_flight)
+        let window = if opts.adaptive {
+            window.clone()
         } else {
-            PartsInFlight::fixed(opts.max_in_flight)
+            PartsWindow::fixed(opts.max_in_flight)
         };
         Ok(Self {
             upload: AbortGuard::new(api.clone(), uri.clone(), None),
@@ -479,7 +474,8 @@ impl MultipartWriter {
             pending_crc: None,
             next_part: 1,
             in_flight: JoinSet::new(),
-            parts,
+            window,
+            begun: false,
             done: Vec::new(),
             written: 0,
             state: WriterState::Open,
@@ -516,25 +512,22 @@ impl MultipartWriter {
                 id
             }
         };
-        if self.in_flight.len() >= self.parts.limit() {
-            self.parts.producer_waited();
+        if !self.begun {
+            self.window.begin();
+            self.begun = true;
         }
-        while self.in_flight.len() >= self.parts.limit() {
-            self.reap_one().await?;
+        let place = self.window.place(part.len() as u64).await;
+        // Parts of this upload answered meanwhile: a failure stops it now.
+        while let Some(done) = self.in_flight.try_join_next() {
+            self.reaped(done)?;
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
-        let sent = Instant::now();
-        let epoch = self.parts.sent(sent);
         self.in_flight.spawn(async move {
-            let bytes = part.len() as u64;
+            // The place is freed when this ends, answered or not (failed, or aborted).
             let part = upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await?;
-            Ok(Answered {
-                part,
-                epoch,
-                bytes,
-                took: sent.elapsed(),
-            })
+            place.answered();
+            Ok(part)
         });
         Ok(())
     }
@@ -543,14 +536,22 @@ impl MultipartWriter {
     async fn reap_one(&mut self) -> Result<()> {
         match self.in_flight.join_next().await {
             None => Ok(()),
-            Some(Ok(Ok(a))) => {
-                self.parts
-                    .answered(a.epoch, a.bytes, a.took, Instant::now());
-                self.done.push(a.part);
+            Some(done) => self.reaped(done),
+        }
+    }
+
+    /// Takes in a part's outcome.
+    fn reaped(
+        &mut self,
+        done: std::result::Result<Result<UploadedPart>, tokio::task::JoinError>,
+    ) -> Result<()> {
+        match done {
+            Ok(Ok(part)) => {
+                self.done.push(part);
                 Ok(())
             }
-            Some(Ok(Err(e))) => Err(e),
-            Some(Err(e)) => Err(Error::integrity(
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(Error::integrity(
                 self.uri.to_string(),
                 format!("part upload task failed: {e}"),
             )),
@@ -1042,7 +1043,7 @@ mod tests {
                 abort_on_drop: true,
                 checksums: true,
             },
-            &Settled::default(),
+            &PartsWindow::adaptive(crate::upload::PARTS_MEMORY),
         )
         .unwrap()
     }
@@ -1227,7 +1228,7 @@ mod tests {
                 abort_on_drop: true,
                 checksums: false,
             },
-            &Settled::default(),
+            &PartsWindow::adaptive(crate::upload::PARTS_MEMORY),
         )
         .unwrap_err();
         assert!(err.to_string().contains("part_size"), "{err}");

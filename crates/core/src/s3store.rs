@@ -8,7 +8,7 @@ use crate::congestion::{Congestion, CongestionStats, Kind};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, paginate};
 use crate::multipart::{self, MultipartWriter};
-use crate::parts_in_flight::Settled;
+use crate::parts_in_flight::PartsWindow;
 use crate::put_options::{PutMode, PutOptions};
 use crate::resume::get_with_resume;
 use crate::retry::retry;
@@ -88,7 +88,7 @@ impl<W: Wire> S3Store<W> {
             inner: Arc::new(Limited {
                 wire: Redirects::new(wire, build),
                 congestion,
-                parts_settled: Settled::default(),
+                parts: PartsWindow::adaptive(crate::upload::PARTS_MEMORY),
             }),
         }
     }
@@ -116,8 +116,8 @@ impl<W: Wire> S3Store<W> {
 struct Limited<W> {
     wire: Redirects<W>,
     congestion: Congestion,
-    /// Where this client's next streaming upload starts its search for parts in flight.
-    parts_settled: Settled,
+    /// The places for parts in flight its streaming uploads share (`parts_in_flight`).
+    parts: Arc<PartsWindow>,
 }
 
 impl<W> Limited<W> {
@@ -293,7 +293,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             self.cfg().retry,
             uri.clone(),
             opts,
-            &self.inner.parts_settled,
+            &self.inner.parts,
         )?))
     }
 

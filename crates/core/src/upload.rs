@@ -8,17 +8,16 @@ use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::put_options::PutOptions;
 
-/// Parts a client's first streaming upload ([`ObjectWriter`]) starts with: each is a buffer
-/// of `part_size` held until its answer. From here an upload searches for more while they
-/// pay (`parts_in_flight`), within [`PARTS_MEMORY`]; the client's later uploads start where
-/// the last search held. The loader and CLI parallelise across objects on top of this.
+/// Parts a client's streaming uploads ([`ObjectWriter`]) start with at first, all together:
+/// each is a buffer of `part_size` held until its answer. From here the search goes up
+/// while more pay, or down while fewer do as well (`parts_in_flight`), within
+/// [`PARTS_MEMORY`]; the client's later uploads start where the last search held.
 pub const PART_CONCURRENCY: usize = 4;
-/// Memory one streaming upload may hold in parts while it searches for its parts in flight:
-/// 32 parts of the default 16 MiB. Against S3's ~90 MB/s per connection and 50 ms before a
-/// PUT's answer, a part of 16 MiB in flight carries ~70 MB/s, so 32 carry ~2 GB/s from one
-/// writer; a node saving checkpoints from 8 ranks holds at most 4 GiB in parts, and only
-/// where they paid (`parts_in_flight`: a client's later uploads start where its searches
-/// held).
+/// Memory the streaming uploads of one client (an `S3Store` and its clones, all its writers
+/// at once) may hold in parts in flight: 32 parts of the default 16 MiB. Against S3's
+/// ~90 MB/s per connection and 50 ms before a PUT's answer, a part of 16 MiB in flight
+/// carries ~70 MB/s, so 32 carry ~2 GB/s from one process; a node saving checkpoints from 8
+/// ranks holds at most 4 GiB in parts, and only where they paid (`parts_in_flight`).
 pub const PARTS_MEMORY: u64 = 512 << 20;
 /// Parts an upload of bytes already in memory (`put`, `sluice.put`) may have in flight: they
 /// are slices of the caller's buffer, so more cost no memory, and the client's controller
@@ -40,11 +39,13 @@ pub const MAX_PARTS: u32 = 10_000;
 pub struct WriteOptions {
     /// Bytes per part (the last may be shorter): 5 MiB to 5 GiB.
     pub part_size: u64,
-    /// Most parts uploading at once; a write waits while this many are in flight.
+    /// Most parts uploading at once; a write waits while this many are in flight. When
+    /// `adaptive`, the most of this size the client's window holds ([`PARTS_MEMORY`]).
     pub max_in_flight: usize,
-    /// Search for the parts in flight from [`PART_CONCURRENCY`] (or where the client's last
-    /// search held) up to `max_in_flight` (`parts_in_flight`) rather than holding
-    /// `max_in_flight`. Writers other than S3's multipart hold `max_in_flight`.
+    /// Take places for parts in the client's one window (`parts_in_flight`), shared with
+    /// its other uploads and searched for within [`PARTS_MEMORY`], rather than holding
+    /// `max_in_flight` of this writer's own. Writers other than S3's multipart hold
+    /// `max_in_flight`.
     pub adaptive: bool,
     /// Abort the upload (delete its parts) when the writer is dropped unfinished — a
     /// Ctrl-C, an exception in the producer. Off keeps the parts for a later resume.
