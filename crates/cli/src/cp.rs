@@ -7,8 +7,8 @@
 //! Local paths are `file://` URIs of the same store (sluice's file backend), so every copy the
 //! store cannot make on its side is one mechanism: ranged GETs of one version (pinned by ETag) streamed into a writer —
 //! a multipart upload to S3, a temporary file renamed into place locally. Memory stays
-//! bounded per object in flight (a `CHUNK` read and the writer's parts in flight), whatever
-//! the object's size. Keys that would be unsafe as local file names, or lead through a
+//! bounded whatever the objects' sizes: a `CHUNK` read per object in flight, and the parts
+//! in flight of the client's one window of uploads (`parts_in_flight`). Keys that would be unsafe as local file names, or lead through a
 //! symlinked directory, are refused one by one, as for `get -o`.
 
 use crate::StoreArgs;
@@ -419,7 +419,13 @@ type Chunk = (u64, Bytes, Option<Pieces>);
 /// each the part pending and the chunk being read; idle memory never exceeds what was held
 /// at once (`BufferPool`).
 fn chunk_pool(jobs: usize, parts: &WriteOptions) -> Arc<BufferPool> {
-    BufferPool::new(parts.max_in_flight + 2 * jobs, 0)
+    // A number of parts the user set is each writer's own.
+    let in_flight = if parts.adaptive {
+        parts.max_in_flight
+    } else {
+        jobs * parts.max_in_flight
+    };
+    BufferPool::new(in_flight + 2 * jobs, 0)
 }
 
 /// The `size` bytes of `job`'s object, of one version (its ETag), in `CHUNK`s in order, each

@@ -15,7 +15,7 @@
 //! | body stall timeout | `SLUICE_STALL_TIMEOUT` (seconds without a byte) | 20 |
 //! | attempts | `SLUICE_MAX_ATTEMPTS`, `AWS_MAX_ATTEMPTS` | 10 |
 //! | multipart threshold / part size | `SLUICE_MULTIPART_THRESHOLD`, `SLUICE_MULTIPART_PART_SIZE` (bytes, or `16MiB`) | 16 MiB / 16 MiB |
-//! | parts in flight per upload | `SLUICE_PARTS_IN_FLIGHT` (fixes the number) | found per upload, 4 up to 512 MiB of parts (`upload`) |
+//! | parts in flight of uploads | `SLUICE_PARTS_IN_FLIGHT` (fixes the number per upload) | one window for a client's uploads, found while they upload from 4, within 512 MiB of parts (`parts_in_flight`) |
 //! | HTTP/2 | `SLUICE_HTTP2=1` | HTTP/1.1 |
 //! | requests in flight | `SLUICE_MAX_CONNECTIONS` (fixes the number) | found at run time, 16 up to 256 (`congestion`) |
 //! | checksums | `AWS_REQUEST_CHECKSUM_CALCULATION`, `AWS_RESPONSE_CHECKSUM_VALIDATION` (`when_supported` \| `when_required`) | upload `when_supported` (hyper, awssdk), download `when_required` |
@@ -95,9 +95,9 @@ pub struct StoreConfig {
     /// (`SLUICE_MULTIPART_PART_SIZE`, default `DEFAULT_MULTIPART_PART_SIZE`). From the
     /// environment it must be at least S3's 5 MiB minimum part size.
     pub multipart_part_size: u64,
-    /// Parts one streaming upload sends at once (`SLUICE_PARTS_IN_FLIGHT`). `None`, the
-    /// default: found per upload from the rate its parts are answered at
-    /// (`upload::PartsInFlight`), within `upload::PARTS_MEMORY`.
+    /// Parts each streaming upload sends at once (`SLUICE_PARTS_IN_FLIGHT`). `None`, the
+    /// default: one window for all the client's uploads, found from the rate their parts
+    /// are answered at (`parts_in_flight`), within `upload::PARTS_MEMORY`.
     pub parts_in_flight: Option<usize>,
     /// Use HTTP/2 (when the server offers it by ALPN); HTTP/1.1 otherwise.
     pub http2: bool,

@@ -82,7 +82,9 @@ const ONE_KIND: f64 = 0.9;
 /// would otherwise mix the two and, being of neither kind, take `4 × limit` answers before
 /// the search could start again: a 2 GiB read held at 16 requests for half its length
 /// (1,262 MB/s where 128 requests read 2,680). A stray request of the other kind (a HEAD
-/// among writes) is one in a row, and an even mix makes no round of one kind.
+/// among writes) is one in a row, and an even mix makes no round of one kind. A round begun
+/// at a change is not ended by the next: work that changes kind in bursts still has rounds
+/// that end.
 const SWITCH: u64 = 8;
 /// Rate a quarter more must bring to be kept.
 const PROBE_GAIN: f64 = 1.10;
@@ -152,6 +154,8 @@ struct Round {
     took_sq: f64,
     /// Requests in flight integrated over the round's time (request-seconds).
     area: f64,
+    /// Begun at a change of kind (`SWITCH`): the next change does not end it.
+    switched: bool,
 }
 
 impl Round {
@@ -164,6 +168,7 @@ impl Round {
             took: 0.0,
             took_sq: 0.0,
             area: 0.0,
+            switched: false,
         }
     }
 
@@ -233,8 +238,8 @@ struct State {
     rate: f64,
     /// The kind of requests the phase's rates were measured on, when one kind.
     judged_on: Option<Kind>,
-    /// The last answers' kind, how many in a row, and the kind of the round when they
-    /// began.
+    /// The last answers' kind, how many in a row, and the kind of the round they began in
+    /// (`None` once that round is over).
     run: (Kind, u64, Option<Kind>),
 }
 
@@ -255,6 +260,7 @@ impl State {
     fn set_limit(&mut self, limit: f64, max: usize, now: Instant) {
         self.limit = limit.clamp(1.0, max as f64);
         self.round = Round::new(self.allowed(max), now);
+        self.run.2 = None;
     }
 }
 
@@ -446,11 +452,12 @@ impl Congestion {
         }
         s.run = match s.run {
             (k, n, from) if k == kind => (k, n + 1, from),
-            _ => (kind, 1, s.round.kind()),
+            _ => (kind, 1, s.round.kind().filter(|_| !s.round.switched)),
         };
         if s.run.1 == SWITCH && s.run.2.is_some_and(|k| k != kind) {
             // The work changed kind: a round of the new kind from here.
             s.round = Round::new(0, now);
+            s.round.switched = true;
             s.run.2 = None;
         }
         s.round.count(took, kind);
@@ -465,6 +472,8 @@ impl Congestion {
         let rate = s.round.answers as f64 / secs;
         let kept_full = s.round.area / secs >= FULL * s.allowed(self.max) as f64;
         s.round = Round::new(0, now);
+        // A run that began in the round just judged is not of this one.
+        s.run.2 = None;
         if !kept_full {
             return;
         }
@@ -874,9 +883,13 @@ mod tests {
         };
         writes(&c, Duration::from_secs(20)).await;
         let in_round = || c.state.lock().unwrap().round.answers;
-        while !(16..32).contains(&in_round()) {
+        for _ in 0..100 {
+            if (16..32).contains(&in_round()) {
+                break;
+            }
             writes(&c, Duration::from_millis(20)).await;
         }
+        assert!((16..32).contains(&in_round()), "{}", in_round());
         let after_writes = c.stats().limit;
         // Reads of 200 ms however many are in flight. A round mixing the writes with the
         // first reads is of neither kind, so it takes `4 × limit` answers (three batches of
@@ -890,6 +903,31 @@ mod tests {
             doubled.is_some_and(|at| at <= 45),
             "{after_writes}: {doubled:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_changes_kind_in_bursts_still_judges_rounds() {
+        // Reads and writes in bursts of 32 answers each, 30 ms each however many are in
+        // flight: every change ends a round of one kind, but the round it begins is not ended
+        // by the next, so rounds still end and the limit climbs.
+        let c = adaptive(256);
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..512 {
+            let (c, sent) = (c.clone(), sent.clone());
+            tasks.spawn(async move {
+                while Instant::now() < end {
+                    let n = sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let kind = [Kind::Read, Kind::Write][(n / 32 % 2) as usize];
+                    let p = c.acquire(kind).await;
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    p.finish(&Ok(()));
+                }
+            });
+        }
+        tasks.join_all().await;
+        assert!(c.stats().limit >= 4 * ADAPTIVE_START, "{:?}", c.stats());
     }
 
     #[tokio::test(start_paused = true)]

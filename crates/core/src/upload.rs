@@ -98,7 +98,7 @@ impl WriteOptions {
     }
 
     /// Parts of `part_size` that fit in `memory`, and never fewer than [`PART_CONCURRENCY`]:
-    /// a writer holds those whatever its budget, as it always did.
+    /// those go whatever their size (`parts_in_flight`).
     pub fn parts_in(memory: u64, part_size: u64) -> usize {
         let n = memory / part_size.max(1);
         usize::try_from(n)

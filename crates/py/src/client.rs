@@ -426,7 +426,8 @@ impl Client {
 
     /// A streaming upload: `write` chunks, then `close` (or `abort`). Parts of `part_size`
     /// bytes (default SLUICE_MULTIPART_PART_SIZE) upload while you write, `max_in_flight` at
-    /// a time; dropped unfinished, the upload is aborted when `abort_on_drop`.
+    /// a time (not set: as many as pay, in one window for all the client's uploads); dropped
+    /// unfinished, the upload is aborted when `abort_on_drop`.
     #[pyo3(signature = (uri, part_size=None, max_in_flight=None, abort_on_drop=true, mode="overwrite"))]
     pub fn writer(
         &self,

@@ -1,6 +1,8 @@
 //! `sluice.Writer`: a streaming upload from Python (checkpoints). Each `write` hands its bytes
 //! to the store's writer, which uploads parts while Python produces the next ones; memory
-//! stays within `part_size × (max_in_flight + 1)` plus the chunk being written.
+//! stays within `part_size × (max_in_flight + 1)` plus the chunk being written, or, when
+//! `max_in_flight` is not set, within the client's one window of parts for all its uploads
+//! (512 MiB) plus a part per writer.
 
 use crate::client::{block, block_map};
 use crate::errors::write_error;
@@ -54,7 +56,8 @@ pub fn info_dict<'py>(
 #[pymethods]
 impl Writer {
     /// Appends a bytes-like object; returns its length. Waits (without the GIL) while
-    /// `max_in_flight` parts are uploading.
+    /// `max_in_flight` parts are uploading (when not set: while the client's uploads fill
+    /// their window of parts).
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let inner = self.inner()?;
         let payload = bytes_of(py, data)?;
