@@ -565,7 +565,6 @@ async fn checkpoint(
     phase: CheckpointPhase,
     interrupted: &Arc<AtomicBool>,
 ) -> OpsReport {
-    let ranks = a.concurrency.max(1);
     let label = match phase {
         CheckpointPhase::Write => "checkpoint write",
         CheckpointPhase::Read => "checkpoint read",
@@ -581,7 +580,11 @@ async fn checkpoint(
         &warm,
         label,
         ctx.clone(),
-        Some(per_rank * ranks as u64),
+        // Each rank stops after its own `per_rank` (its requests answer `None` then). A
+        // bound on all ranks' requests together let a rank that finished first take the
+        // slot of one that had not started (its `None` counts as issued): that rank wrote
+        // nothing, and the read phase found its checkpoint missing (a loaded test machine).
+        None,
         true,
         interrupted,
         move |ctx, task, seq, rng| {
