@@ -5,10 +5,11 @@
 //! `--json`, and a progress bar on a terminal.
 //!
 //! Local paths are `file://` URIs of the same store (sluice's file backend), so every copy the
-//! store cannot make on its side is one mechanism: ranged GETs of one version (pinned by ETag) streamed into a writer —
-//! a multipart upload to S3, a temporary file renamed into place locally. Memory stays
-//! bounded whatever the objects' sizes: a `CHUNK` read per object in flight, and the parts
-//! in flight of the client's one window of uploads (`parts_in_flight`). Keys that would be unsafe as local file names, or lead through a
+//! store cannot make on its side is one mechanism: ranged GETs of one version (pinned by
+//! ETag) streamed into a writer — a multipart upload to S3, a temporary file renamed into
+//! place locally. Memory stays bounded whatever the objects' sizes: a `CHUNK` read per object
+//! in flight, and the parts in flight of the client's one window of uploads
+//! (`parts_in_flight`). Keys that would be unsafe as local file names, or lead through a
 //! symlinked directory, are refused one by one, as for `get -o`.
 
 use crate::StoreArgs;
