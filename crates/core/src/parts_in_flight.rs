@@ -58,9 +58,9 @@ use tokio::sync::Notify;
 /// 692 MB/s at defaults, `scripts/measure-checkpoint`); a store already busy answers a
 /// doubling with ~1.0×.
 const GAIN: f64 = 1.15;
-/// Fewest answers a round counts. A round is `limit` answers, so the close calls (16 → 32
+/// Fewest parts in a round's cohort. A cohort is `limit` parts, so the close calls (16 → 32
 /// parts, 1.0-1.15× under `s3-standard`) are judged on 16 parts' times, while the first
-/// doublings, which pay ~2×, are taken after one round trip each.
+/// doublings, which pay ~2×, are taken after a round trip or two each.
 const MIN_ROUND: usize = 4;
 
 /// The places for parts in flight that uploads take (module docs): one per client, shared by
@@ -174,7 +174,8 @@ impl Drop for Place {
         if !self.answered {
             self.window.state().released(self.stamp, self.bytes, now());
         }
-        // Every waiter looks again: a free place, or a limit that grew, may be for any.
+        // The producer whose turn it is looks again (its place may be this one, or one a
+        // limit that grew made).
         self.window.freed.notify_waiters();
     }
 }
@@ -188,7 +189,8 @@ fn now() -> Instant {
 #[derive(Debug, Clone)]
 struct PartsInFlight {
     limit: usize,
-    /// Bytes the parts in flight may hold (but one part); `None`: a number held as set.
+    /// Bytes the parts in flight may hold (past the first [`PART_CONCURRENCY`]); `None`: a
+    /// number held as set.
     memory: Option<u64>,
     phase: Phase,
     round: Round,
