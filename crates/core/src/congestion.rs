@@ -238,9 +238,18 @@ struct State {
     rate: f64,
     /// The kind of requests the phase's rates were measured on, when one kind.
     judged_on: Option<Kind>,
-    /// The last answers' kind, how many in a row, and the kind of the round they began in
-    /// (`None` once that round is over).
-    run: (Kind, u64, Option<Kind>),
+    /// The last answers of one kind in a row.
+    run: Run,
+}
+
+/// Answers of one kind in a row (`SWITCH`).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    kind: Kind,
+    len: u64,
+    /// The kind of the round the run began in, if it was of one kind and had not itself
+    /// begun at a change; `None` too once that round is over.
+    against: Option<Kind>,
 }
 
 impl State {
@@ -260,7 +269,7 @@ impl State {
     fn set_limit(&mut self, limit: f64, max: usize, now: Instant) {
         self.limit = limit.clamp(1.0, max as f64);
         self.round = Round::new(self.allowed(max), now);
-        self.run.2 = None;
+        self.run.against = None;
     }
 }
 
@@ -340,7 +349,11 @@ impl Congestion {
                 round: Round::new(start, Instant::now()),
                 rate: 0.0,
                 judged_on: None,
-                run: (Kind::Read, 0, None),
+                run: Run {
+                    kind: Kind::Read,
+                    len: 0,
+                    against: None,
+                },
             }),
         }
     }
@@ -450,15 +463,21 @@ impl Congestion {
             }
             return;
         }
-        s.run = match s.run {
-            (k, n, from) if k == kind => (k, n + 1, from),
-            _ => (kind, 1, s.round.kind().filter(|_| !s.round.switched)),
-        };
-        if s.run.1 == SWITCH && s.run.2.is_some_and(|k| k != kind) {
+        if s.run.kind == kind {
+            s.run.len += 1;
+        } else {
+            let against = s.round.kind().filter(|_| !s.round.switched);
+            s.run = Run {
+                kind,
+                len: 1,
+                against,
+            };
+        }
+        if s.run.len == SWITCH && s.run.against.is_some_and(|k| k != kind) {
             // The work changed kind: a round of the new kind from here.
             s.round = Round::new(0, now);
             s.round.switched = true;
-            s.run.2 = None;
+            s.run.against = None;
         }
         s.round.count(took, kind);
         let elapsed = now.duration_since(s.round.started);
@@ -472,8 +491,8 @@ impl Congestion {
         let rate = s.round.answers as f64 / secs;
         let kept_full = s.round.area / secs >= FULL * s.allowed(self.max) as f64;
         s.round = Round::new(0, now);
-        // A run that began in the round just judged is not of this one.
-        s.run.2 = None;
+        // A run that began in the round just judged is not against this one.
+        s.run.against = None;
         if !kept_full {
             return;
         }
@@ -858,8 +877,7 @@ mod tests {
         let after_writes = c.stats().limit;
         assert!(after_writes <= 2 * ADAPTIVE_START, "{:?}", c.stats());
         let store = |_: Instant, n: u64| (Duration::from_millis(190 + (n * 7919) % 20), Ok(()));
-        // Within a few round trips: the round the reads began in, of writes, ends at the
-        // change (`SWITCH`) instead of mixing both kinds for `4 × limit` answers.
+        // Within a few round trips.
         simulate_kind(&c, 256, Kind::Read, Duration::from_millis(800), store).await;
         assert!(
             c.stats().limit >= 4 * after_writes,
