@@ -44,7 +44,7 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     while let Some(e) = entries.try_next().await? {
         match (&e, a.json) {
             (ListEntry::Object(m), false) if a.human => {
-                println!("{:>10}  {}", human_size(m.size), m.uri)
+                println!("{:>10}  {}", crate::output::human_size(m.size), m.uri)
             }
             (ListEntry::Object(m), false) => println!("{:>14}  {}", m.size, m.uri),
             (ListEntry::Prefix(p), false) => println!("{:>14}  {p}", "PRE"),
@@ -62,21 +62,6 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
-}
-
-/// `n` bytes in binary units with one decimal (`1.5 MiB`), bytes below 1 KiB.
-fn human_size(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
 }
 
 #[derive(Args, Debug)]
@@ -97,9 +82,10 @@ pub struct GetArgs {
     /// Objects at least this large are read as parallel ranged GETs ("off": never)
     #[arg(long, default_value = "32MiB", value_parser = parse_threshold)]
     range_threshold: u64,
-    /// Size of each ranged GET
-    #[arg(long, default_value = "8MiB", value_parser = crate::serve::parse_size)]
-    chunk_size: u64,
+    /// Size of each ranged GET [default: 2 to 8 MiB, smaller as the store's client allows
+    /// more GETs within --memory-budget]
+    #[arg(long, value_parser = parse_chunk_size)]
+    chunk_size: Option<u64>,
     /// Write objects under this directory, as paths relative to the prefix given (an object
     /// named alone: its last key segment); keys that would leave DIR are refused
     #[arg(short, long)]
@@ -124,6 +110,13 @@ fn parse_budget(s: &str) -> Result<u64, String> {
     }
     match crate::serve::parse_size(s)? {
         0 => Err("must be at least 1 byte (or \"off\")".into()),
+        n => Ok(n),
+    }
+}
+
+fn parse_chunk_size(s: &str) -> Result<u64, String> {
+    match crate::serve::parse_size(s)? {
+        0 => Err("must be at least 1 byte".into()),
         n => Ok(n),
     }
 }
@@ -225,13 +218,17 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     for o in &mut objects {
         o.file = files.get(&o.uri).cloned();
     }
+    let budget = (a.memory_budget > 0).then_some(a.memory_budget);
     let plan = stream::Plan {
         jobs,
+        memory_budget: a.memory_budget,
         range_threshold: a.range_threshold,
-        chunk_size: a.chunk_size,
+        range_size: match a.chunk_size.and_then(std::num::NonZeroU64::new) {
+            Some(n) => sluice_core::RangeSize::Fixed(n),
+            None => sluice_core::RangeSize::follow(budget),
+        },
         verify: a.verify,
-    }
-    .within(&objects, a.memory_budget);
+    };
     // Saturating: a hostile listing's sizes must not overflow the progress bar.
     let total = objects.iter().fold(0u64, |t, o| t.saturating_add(o.size));
     let pb = progress(
@@ -329,7 +326,7 @@ fn report_epochs(
                 serde_json::json!({"backend": backend, "epoch": i, "objects": s.objects, "bytes": s.bytes, "seconds": s.elapsed.as_secs_f64(),
                     "mb_per_s": s.mb_per_s, "requests": s.requests, "retries": s.retries,
                     "latency_p50_ms": s.latency_p50.as_secs_f64() * 1e3, "latency_p99_ms": s.latency_p99.as_secs_f64() * 1e3,
-                    "cpu_s_per_gb": cpu_per_gb,
+                    "cpu_s_per_gb": cpu_per_gb, "range_size": s.range_size,
                     "throttled": congestion.map(|c| c.throttled), "in_flight_limit": congestion.map(|c| c.limit)})
             );
         } else {

@@ -80,3 +80,18 @@ pub fn progress(total: u64, bytes: bool, hidden: bool) -> indicatif::ProgressBar
     pb.set_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
     pb
 }
+
+/// `n` bytes in binary units with one decimal (`1.5 MiB`), bytes below 1 KiB.
+pub fn human_size(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}

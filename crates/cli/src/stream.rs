@@ -1,24 +1,26 @@
 //! `sluice get` as a stream of ranged GETs: no object is ever whole in memory. Each object
-//! is cut into `chunk_size` ranges (one GET below the range threshold) of the version
-//! listed or HEADed (pinned by ETag). A range is only counted as it arrives (a counting
+//! is cut into ranges (one GET below the range threshold) of the version listed or HEADed
+//! (pinned by ETag), of the size chosen as its first range goes out (`RangeSize`: smaller
+//! while the client allows more GETs). A range is only counted as it arrives (a counting
 //! `Segment`: each body frame is dropped where the client stack read it, no copy, no
 //! memory); with `--verify` (checked against the pattern at its offset) or `-o` (written at
 //! its offset into the object's temporary file with `pwrite`, renamed into place when its
-//! last range is in) it lands in one of a few reused buffers. Memory is then `GETs in
-//! flight × the largest piece` (a range, or an object below the threshold), touched once per
-//! process: a first pass costs no more page faults than a second. No object at or above the
-//! range threshold is ever whole in memory.
+//! last range is in) it lands in one of a few reused buffers. Each GET holds its piece's
+//! bytes of the memory budget from before it is sent until it is done, so memory stays
+//! within the budget whatever the range size, touched once per process: a first pass costs
+//! no more page faults than a second.
 
 use crate::outdir::OutFile;
 use bytes::BytesMut;
 use futures::StreamExt;
 use hdrhistogram::Histogram;
-use sluice_core::{ByteRange, GetOptions, ObjectStore, ObjectUri, Segment};
+use sluice_core::{ByteRange, GetOptions, ObjectStore, ObjectUri, RangeSize, Segment};
 use sluice_loader::{BufferPool, StatsSnapshot};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// One object to read: its version, size, and where it goes.
 #[derive(Debug)]
@@ -33,40 +35,44 @@ pub struct Object {
 /// How the stream is cut and bounded.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
-    /// GETs in flight.
+    /// GETs in flight, at most.
     pub jobs: usize,
+    /// Bytes the GETs in flight may ask for together (0: no bound): a GET waits until its
+    /// piece (a range, or an object below the threshold) fits.
+    pub memory_budget: u64,
     /// Objects at least this large are read in ranges...
     pub range_threshold: u64,
-    /// ...of this many bytes.
-    pub chunk_size: u64,
+    /// ...of this size, chosen as each object's first range is cut.
+    pub range_size: RangeSize,
     /// Check every byte against the deterministic pattern.
     pub verify: bool,
 }
 
-impl Plan {
-    /// The plan with no more GETs in flight than `budget` bytes (0: no bound) hold of the
-    /// largest piece: a range, or an object below the range threshold, read whole.
-    pub fn within(self, objects: &[Object], budget: u64) -> Self {
-        let piece = objects
-            .iter()
-            .map(|o| {
-                if o.size >= self.range_threshold {
-                    self.chunk_size
-                } else {
-                    o.size
-                }
-            })
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        let fit = match budget {
-            0 => usize::MAX,
-            b => usize::try_from(b / piece).unwrap_or(usize::MAX).max(1),
-        };
-        Self {
-            jobs: self.jobs.min(fit),
-            ..self
-        }
+/// Memory is counted in units of this many bytes, so any budget fits a semaphore.
+const MEMORY_UNIT: u64 = 64 << 10;
+
+/// The bytes GETs in flight may hold (`Plan::memory_budget`).
+struct Memory {
+    units: Arc<Semaphore>,
+    total: u32,
+}
+
+impl Memory {
+    fn new(budget: u64) -> Option<Self> {
+        (budget > 0).then(|| {
+            let total = budget.div_ceil(MEMORY_UNIT).min(u64::from(u32::MAX)) as u32;
+            Self {
+                units: Arc::new(Semaphore::new(total as usize)),
+                total,
+            }
+        })
+    }
+
+    /// Waits until `bytes` fit; a piece larger than the whole budget takes all of it.
+    async fn hold(&self, bytes: u64) -> OwnedSemaphorePermit {
+        let want = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
+        let units = self.units.clone();
+        units.acquire_many_owned(want).await.expect("never closed")
     }
 }
 
@@ -93,25 +99,56 @@ pub async fn pass(
     done: impl Fn(u64),
 ) -> sluice_core::Result<Pass> {
     let started = Instant::now();
-    // Lazily: a size no store could hold (a hostile listing's) must not become a list.
-    let ranges = objects
-        .iter()
-        .enumerate()
-        .flat_map(|(i, o)| cut(o.size, plan).map(move |r| (i, r)));
+    let memory = Memory::new(plan.memory_budget);
     let open: Vec<Open> = objects
         .iter()
-        .map(|o| Open {
+        .map(|_| Open {
             file: Mutex::new(None),
-            left: AtomicU64::new(cut(o.size, plan).count),
+            left: AtomicU64::new(0),
             started: Mutex::new(None),
         })
         .collect();
+    // Lazily, so that each object is cut with the range size of the moment its first range
+    // has its memory (the next range is taken from here only then, below), and a size no
+    // store could hold (a hostile listing's) never becomes a list.
+    let range_size = AtomicU64::new(0);
+    let ranges = objects.iter().enumerate().flat_map(|(i, o)| {
+        let limit = store.congestion().map_or(0, |c| c.limit);
+        let cut = cut(o.size, plan.range_threshold, plan.range_size.now(limit));
+        if cut.count > 1 {
+            range_size.store(cut.step, Ordering::Relaxed);
+        }
+        open[i].left.store(cut.count, Ordering::Relaxed);
+        cut.map(move |r| (i, r))
+    });
     let (mut requests, mut attempts, mut bytes, mut finished) = (0u64, 0u64, 0u64, 0u64);
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds");
     let mut refused = Vec::new();
     let mut reads = futures::stream::iter(ranges)
-        .map(|(i, range)| read_range(store, &objects[i], &open[i], i, range, plan, out, pool))
+        .then(|(i, range)| {
+            let memory = memory.as_ref();
+            async move {
+                let held = match memory {
+                    Some(m) => Some(m.hold(range.1).await),
+                    None => None,
+                };
+                (i, range, held)
+            }
+        })
+        .map(|(i, range, held)| {
+            read_range(
+                store,
+                &objects[i],
+                &open[i],
+                i,
+                range,
+                plan,
+                held,
+                out,
+                pool,
+            )
+        })
         .buffer_unordered(plan.jobs.max(1))
         .boxed(); // Send checked here, where the borrows' lifetimes are known (rustc #102211)
     while let Some(r) = reads.next().await {
@@ -148,6 +185,7 @@ pub async fn pass(
             latency_p50: q(0.5),
             latency_p99: q(0.99),
             window: plan.jobs,
+            range_size: range_size.load(Ordering::Relaxed),
             batch_gap_p50: Duration::ZERO,
             batch_gap_max: Duration::ZERO,
         },
@@ -156,7 +194,7 @@ pub async fn pass(
 }
 
 /// The ranges one object is read in: one (the whole object, an empty one included) below
-/// the threshold, else `chunk_size` each.
+/// `threshold`, else `chunk` bytes each.
 struct Cut {
     size: u64,
     step: u64,
@@ -164,9 +202,9 @@ struct Cut {
     next: u64,
 }
 
-fn cut(size: u64, plan: Plan) -> Cut {
-    let step = if size >= plan.range_threshold {
-        plan.chunk_size.max(1)
+fn cut(size: u64, threshold: u64, chunk: std::num::NonZeroU64) -> Cut {
+    let step = if size >= threshold {
+        chunk.get()
     } else {
         size.max(1)
     };
@@ -210,6 +248,8 @@ async fn read_range(
     index: usize,
     (at, len): (u64, u64),
     plan: Plan,
+    // Its share of the memory budget, given back when the range is done.
+    _memory: Option<OwnedSemaphorePermit>,
     out: Option<&PathBuf>,
     pool: &Arc<BufferPool>,
 ) -> sluice_core::Result<RangeDone> {
@@ -364,54 +404,34 @@ fn to_usize(n: u64) -> usize {
 mod tests {
     use super::*;
 
-    fn objects(sizes: &[u64]) -> Vec<Object> {
-        sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &size)| Object {
-                uri: ObjectUri::parse(&format!("s3://bkt/{i}")).unwrap(),
-                size,
-                etag: None,
-                file: None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn gets_in_flight_fit_the_budget_by_the_largest_piece() {
-        let plan = Plan {
-            jobs: 16,
-            range_threshold: 32 << 20,
-            chunk_size: 8 << 20,
-            verify: false,
-        };
-        let objs = objects(&[100 << 20, 10 << 20]);
-        // The largest piece is the 10 MiB object read whole, not an 8 MiB range.
-        assert_eq!(plan.within(&objs, 256 << 20).jobs, 16);
-        assert_eq!(plan.within(&objs, 50 << 20).jobs, 5);
-        assert_eq!(plan.within(&objs, 0).jobs, 16, "no budget");
-        assert_eq!(plan.within(&objs, 1).jobs, 1, "at least one");
-        let whole = Plan {
-            range_threshold: u64::MAX,
-            ..plan
-        };
-        assert_eq!(whole.within(&objects(&[146_600_628]), 256 << 20).jobs, 1);
+    #[tokio::test]
+    async fn pieces_in_flight_fit_the_memory_budget() {
+        let memory = Memory::new(10 << 20).unwrap();
+        let a = memory.hold(8 << 20).await;
+        // 4 MiB more do not fit beside 8 MiB in 10: the piece waits until the first is done.
+        let waiting = tokio::time::timeout(Duration::from_millis(50), memory.hold(4 << 20));
+        assert!(waiting.await.is_err(), "12 MiB held within 10");
+        drop(a);
+        let b = memory.hold(4 << 20).await;
+        let c = memory.hold(4 << 20).await;
+        assert_eq!(memory.units.available_permits(), 32, "2 MiB left");
+        drop((b, c));
+        // A piece larger than the budget takes all of it, rather than waiting for ever.
+        let all = memory.hold(1 << 30).await;
+        assert_eq!(memory.units.available_permits(), 0);
+        drop(all);
+        assert!(Memory::new(0).is_none(), "no budget");
     }
 
     #[test]
     fn objects_are_cut_into_ranges_that_cover_them_once() {
-        let plan = Plan {
-            jobs: 1,
-            range_threshold: 10,
-            chunk_size: 4,
-            verify: false,
-        };
-        assert_eq!(cut(0, plan).collect::<Vec<_>>(), vec![(0, 0)]);
-        assert_eq!(cut(9, plan).collect::<Vec<_>>(), vec![(0, 9)]);
+        let four = std::num::NonZeroU64::new(4).unwrap();
+        assert_eq!(cut(0, 10, four).collect::<Vec<_>>(), vec![(0, 0)]);
+        assert_eq!(cut(9, 10, four).collect::<Vec<_>>(), vec![(0, 9)]);
         assert_eq!(
-            cut(10, plan).collect::<Vec<_>>(),
+            cut(10, 10, four).collect::<Vec<_>>(),
             vec![(0, 4), (4, 4), (8, 2)]
         );
-        assert_eq!(cut(u64::MAX, plan).count, u64::MAX.div_ceil(4));
+        assert_eq!(cut(u64::MAX, 10, four).count, u64::MAX.div_ceil(4));
     }
 }

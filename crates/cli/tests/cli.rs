@@ -128,6 +128,44 @@ async fn gen_ls_get_put_rm_round_trip() {
     assert!(s.storage().get(DEFAULT_BUCKET, "copy.npz").is_err());
 }
 
+/// `sluice get` cuts ranges of the memory budget ÷ twice the GETs in flight (2 to 8 MiB)
+/// unless `--chunk-size` is given, and every byte arrives whichever size was chosen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_cuts_ranges_that_follow_the_gets_in_flight() {
+    let s = server().await;
+    let size = (40 << 20) + 3;
+    let key = "big/one.bin";
+    s.insert(
+        DEFAULT_BUCKET,
+        key,
+        bytes::Bytes::from(sluice_testdata::pattern::generate(key, size)),
+    );
+    let uri = format!("s3://sluice-test/{key}");
+    for (args, range) in [
+        (&["-j", "2"][..], 8u64 << 20),
+        (&["-j", "16"][..], 2 << 20),
+        (&["-j", "16", "--chunk-size", "5MiB"][..], 5 << 20),
+    ] {
+        let before = s.faults().gets();
+        let mut all = vec![
+            "get",
+            "--verify",
+            "--json",
+            "--memory-budget",
+            "64MiB",
+            &uri,
+        ];
+        all.extend_from_slice(args);
+        let out = sluice(&s, &all);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["bytes"], size as u64, "{args:?}");
+        assert_eq!(summary["range_size"], range, "{args:?}: {summary}");
+        let gets = s.faults().gets() - before;
+        assert_eq!(gets, (size as u64).div_ceil(range), "{args:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_and_direct_uris_get_put_ls_rm_and_copy_out_under_the_prefix() {
     let s = server().await;

@@ -38,7 +38,9 @@ pub use listing::{ListOptions, ListPage, Upload};
 pub use multipart::Multipart;
 pub use object::{EndpointStats, MAX_OBJECT_SIZE, same_etag};
 pub use put_options::{Attributes, PutMode, PutOptions};
-pub use range::{ByteRange, RangePlanner, split_ranges};
+pub use range::{
+    ByteRange, FOLLOW_MAX_RANGE, FOLLOW_MIN_RANGE, RangePlanner, RangeSize, split_ranges,
+};
 pub use resume::{changed, get_with_resume};
 pub use retry::{RetryPolicy, retry_counts};
 pub use s3store::S3Store;

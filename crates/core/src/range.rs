@@ -126,6 +126,62 @@ impl RangePlanner {
     }
 }
 
+/// How many bytes each ranged GET asks for: a size set, or one that follows the client's
+/// controller ([`RangeSize::follow`], the default of the loader and `sluice get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeSize {
+    /// Always this many bytes.
+    Fixed(NonZeroU64),
+    /// The memory budget ÷ twice the requests the client allows now, as a power of two
+    /// within [`FOLLOW_MIN_RANGE`]..=[`FOLLOW_MAX_RANGE`]. A ranged GET holds its bytes from
+    /// the moment it is sent, while it waits for its first byte: with a store's latency, the
+    /// rate a budget of `memory` bytes allows is `memory ÷ (latency + range ÷ per-connection
+    /// rate)`, so where the controller finds that more requests pay (a store with latency),
+    /// smaller ranges let the same memory hold them. Twice the limit, as the loader's window
+    /// holds twice the limit in objects: the controller grows the limit only while requests
+    /// wait beyond it (`congestion`). A loopback server, served best by ~20 requests, keeps
+    /// the largest ranges (fewest requests per byte).
+    Follow {
+        /// The bytes in flight the ranges share (the loader's memory budget).
+        memory: u64,
+    },
+}
+
+/// Largest range that follows the controller: 8 MiB, the fixed size measured before it on
+/// loopback (`DEFAULT_CHUNK_SIZE` in the loader: signing and a round trip under 1% of the
+/// transfer).
+pub const FOLLOW_MAX_RANGE: u64 = 8 << 20;
+/// Smallest range that follows the controller: 2 MiB. At 10 GB/s that is ~5,000 GETs/s,
+/// within the 5,500 a single S3 prefix answers; 1 MiB ranges would be throttled there first,
+/// and would double the requests' CPU.
+pub const FOLLOW_MIN_RANGE: u64 = 2 << 20;
+
+impl RangeSize {
+    /// Follows the controller within `memory` bytes (`None`: no budget, the largest range).
+    pub fn follow(memory: Option<u64>) -> Self {
+        Self::Follow {
+            memory: memory.unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The size of a range planned now, when the client allows `limit` requests in flight
+    /// (0: it has no controller).
+    pub fn now(self, limit: usize) -> NonZeroU64 {
+        let bytes = match self {
+            Self::Fixed(n) => return n,
+            Self::Follow { .. } if limit == 0 => FOLLOW_MAX_RANGE,
+            Self::Follow { memory } => {
+                let share = memory / (2 * limit as u64);
+                // A power of two below the share: the limit moves by a quarter or a cut of
+                // 0.7 without each step changing the range size.
+                let floor = share.checked_ilog2().map_or(0, |b| 1u64 << b);
+                floor.clamp(FOLLOW_MIN_RANGE, FOLLOW_MAX_RANGE)
+            }
+        };
+        NonZeroU64::new(bytes).expect("within the bounds above, not 0")
+    }
+}
+
 /// Cuts `0..size` into contiguous chunks of `chunk` bytes (the last shorter). Empty for 0.
 pub fn split_ranges(size: u64, chunk: NonZeroU64) -> Vec<ByteRange> {
     let chunk = chunk.get();
@@ -196,6 +252,31 @@ mod tests {
             None,
             "an open range: one GET"
         );
+    }
+
+    #[test]
+    fn a_followed_range_shrinks_as_the_limit_grows_within_its_bounds() {
+        let mib = |n: u64| NonZeroU64::new(n << 20).unwrap();
+        let follow = RangeSize::follow(Some(256 << 20));
+        // 256 MiB hold 32 ranges of 8 MiB: twice a limit of 16 (the controller's start).
+        assert_eq!(follow.now(16), mib(8));
+        assert_eq!(
+            follow.now(20),
+            mib(4),
+            "6.4 MiB rounds down to a power of two"
+        );
+        assert_eq!(follow.now(32), mib(4));
+        assert_eq!(follow.now(64), mib(2));
+        assert_eq!(follow.now(256), mib(2), "never below 2 MiB");
+        assert_eq!(follow.now(1), mib(8), "never above 8 MiB");
+        assert_eq!(follow.now(0), mib(8), "no controller: the largest");
+        assert_eq!(
+            RangeSize::follow(None).now(256),
+            mib(8),
+            "no budget: the largest"
+        );
+        assert_eq!(RangeSize::follow(Some(1)).now(1), mib(2));
+        assert_eq!(RangeSize::Fixed(mib(3)).now(64), mib(3), "a size set wins");
     }
 
     proptest! {

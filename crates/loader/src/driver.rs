@@ -180,6 +180,16 @@ impl Window {
     }
 }
 
+/// The range size of an object whose read begins now, 0 where none is split (`Stats`).
+fn range_size(fetcher: &Fetcher) -> u64 {
+    let planner = fetcher.planner();
+    if planner.splits() {
+        planner.chunk_size.get()
+    } else {
+        0
+    }
+}
+
 /// What the driver does after an event.
 enum Next {
     Continue,
@@ -214,6 +224,9 @@ impl Driver {
         let sized = sized_items(&fetcher, items, budget.is_some(), opts.window_max());
         let window = Window::new(opts.prefetch, &fetcher);
         stats.window.store(window.size, Ordering::Relaxed);
+        stats
+            .range_size
+            .store(range_size(&fetcher), Ordering::Relaxed);
         Self {
             window,
             budget,
@@ -233,7 +246,7 @@ impl Driver {
     pub(crate) async fn run(mut self) {
         let mut exhausted = false;
         loop {
-            let chunk = self.fetcher.planner.chunk_size.get();
+            let chunk = self.fetcher.planner().chunk_size.get();
             let next = tokio::select! {
                 // Completed fetches first: they free slots and keep the consumer fed.
                 biased;
@@ -314,6 +327,9 @@ impl Driver {
         };
         let window = self.window.update(&self.fetcher);
         self.stats.window.store(window, Ordering::Relaxed);
+        self.stats
+            .range_size
+            .store(range_size(&self.fetcher), Ordering::Relaxed);
         let ready = match self.opts.order {
             Order::Completion => vec![delivery],
             Order::Input => self.in_order.push(seq, delivery),

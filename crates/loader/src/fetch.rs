@@ -6,7 +6,7 @@ use bytes::Bytes;
 use sluice_core::changed;
 use sluice_core::same_etag;
 use sluice_core::{
-    ByteRange, Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment,
+    ByteRange, Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, RangeSize, Result, Segment,
     SegmentedBuffer,
 };
 use std::sync::Arc;
@@ -17,7 +17,10 @@ use tokio::task::JoinSet;
 #[derive(Debug, Clone)]
 pub struct Fetcher {
     pub store: Arc<dyn ObjectStore>,
-    pub planner: RangePlanner,
+    /// Objects of at least this many bytes are split into ranges...
+    pub range_threshold: u64,
+    /// ...of this size, chosen as each object's read begins.
+    pub range_size: RangeSize,
     pub pool: Arc<BufferPool>,
     /// Global cap on HTTP requests in flight across all objects.
     pub requests: Arc<Semaphore>,
@@ -32,6 +35,16 @@ pub struct Fetched {
 }
 
 impl Fetcher {
+    /// How an object whose read begins now is cut: the range size follows the requests the
+    /// store's client allows now, where it follows at all (`RangeSize::Follow`).
+    pub(crate) fn planner(&self) -> RangePlanner {
+        let limit = self.store.congestion().map_or(0, |c| c.limit);
+        RangePlanner {
+            threshold: self.range_threshold,
+            chunk_size: self.range_size.now(limit),
+        }
+    }
+
     /// Reads `uri`, of `size` when known, pinned to version `etag` when known (else to the
     /// first response's): the bytes delivered are always one version of the object, whole.
     /// Under a budget, `memory` covers each request's bytes before it goes out and is
@@ -60,7 +73,7 @@ impl Fetcher {
         memory: &mut Option<&mut Reservation>,
     ) -> Result<Fetched> {
         let len = to_usize(uri, size)?;
-        match self.planner.plan(size) {
+        match self.planner().plan(size) {
             None => {
                 cover(memory, size).await;
                 complete(memory);
@@ -87,7 +100,8 @@ impl Fetcher {
         uri: &ObjectUri,
         memory: &mut Option<&mut Reservation>,
     ) -> Result<Fetched> {
-        if !self.planner.splits() {
+        let planner = self.planner();
+        if !planner.splits() {
             // Never split: one plain GET, whatever the size (the buffer grows to fit); the
             // budget counts its first chunk only, as no size is known to reserve.
             let mut seg = Segment::growable_in(self.pool.take_largest());
@@ -98,7 +112,7 @@ impl Fetcher {
                 attempts: info.attempts,
             });
         }
-        let chunk = self.planner.chunk_size.get();
+        let chunk = planner.chunk_size.get();
         let first = ByteRange::with_len(0, chunk).expect("chunk size is non-zero");
         // From the pool: a fresh chunk-sized allocation per object would be page-faulted in
         // every time (measured: the s3dlio-compatible loop, which never knows sizes, read
@@ -142,8 +156,7 @@ impl Fetcher {
         })?;
         // Large: the planned chunks (the first is the one in hand). Otherwise: one more
         // request for everything after the first chunk.
-        let rest = self
-            .planner
+        let rest = planner
             .plan(size)
             .unwrap_or_else(|| vec![first, after_first]);
         // The first chunk already sits in its own buffer: one chunk's copy is the price of not
@@ -175,7 +188,7 @@ impl Fetcher {
         range: ByteRange,
         etag: Option<&str>,
     ) -> Result<Fetched> {
-        match self.planner.plan_range(range) {
+        match self.planner().plan_range(range) {
             Some(ranges) => {
                 self.fetch_ranges(uri, None, &ranges, None, etag, &mut None)
                     .await

@@ -8,7 +8,7 @@ use crate::fetch::Fetcher;
 use crate::pool::BufferPool;
 use crate::stats::{Stats, StatsSnapshot};
 use bytes::Bytes;
-use sluice_core::{Error, ObjectStore, ObjectUri, RangePlanner, Result};
+use sluice_core::{Error, ObjectStore, ObjectUri, RangeSize, Result};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -35,17 +35,14 @@ pub enum OnError {
     Deliver,
 }
 
-/// Objects at or above this size are read as parallel ranged GETs of `DEFAULT_CHUNK_SIZE`.
-/// Measured on this 2-core VM (server CPU 0, client CPU 1, 24 × 146,600,628 B, prefetch 1,
-/// `sluice get`): whole-object GETs 1,785 MB/s, 8 MiB ranges 2,051 MB/s; at prefetch 16 the
-/// ranged loader reached 0.98–1.23× curl's single-stream rate in the warm pass. Ranges let one
-/// object use many connections — what a link with real latency needs — while 8 MiB keeps the
-/// per-request overhead (signing ~12 µs, one round trip) under 1% of the transfer. Objects
-/// below 32 MiB gain little from splitting and pay the extra requests.
+/// Objects at or above this size are read as parallel ranged GETs (of 2 to 8 MiB by default:
+/// `sluice_core::RangeSize::Follow`). Measured on this 2-core VM (server CPU 0, client CPU 1, 24 ×
+/// 146,600,628 B, prefetch 1, `sluice get`): whole-object GETs 1,785 MB/s, 8 MiB ranges 2,051 MB/s;
+/// at prefetch 16 the ranged loader reached 0.98–1.23× curl's single-stream rate in the warm pass.
+/// Ranges let one object use many connections — what a link with real latency needs — while 8 MiB
+/// keeps the per-request overhead (signing ~12 µs, one round trip) under 1% of the transfer.
+/// Objects below 32 MiB gain little from splitting and pay the extra requests.
 pub const DEFAULT_RANGE_THRESHOLD: u64 = 32 << 20;
-/// Bytes per ranged GET by default: 8 MiB (the measurements and the reasoning are at
-/// `DEFAULT_RANGE_THRESHOLD`).
-pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 
 /// Bytes of objects in flight by default. A first pass (every DLIO epoch: it starts new
 /// worker processes each time) page-faults in every byte of memory it touches, and faulting
@@ -91,9 +88,11 @@ pub struct LoaderOptions {
     /// Objects of at least this many bytes are read as parallel ranged GETs (default
     /// `DEFAULT_RANGE_THRESHOLD`); `RangePlanner::NEVER` reads every object with one GET.
     pub range_threshold: u64,
-    /// Bytes per ranged GET, the last range shorter (default `DEFAULT_CHUNK_SIZE`); at
-    /// least 1.
-    pub chunk_size: u64,
+    /// Bytes per ranged GET, the last range shorter; at least 1. `None` (the default): 2 to
+    /// 8 MiB, smaller as the store's client allows more requests within `memory_budget`
+    /// (`sluice_core::RangeSize::Follow`), so that a store with latency gets more ranges in
+    /// flight for the same memory.
+    pub chunk_size: Option<u64>,
     /// HTTP requests in flight across all objects, the HEADs that size objects included
     /// (default `DEFAULT_MAX_CONNECTIONS`, 256; the store's client allows fewer while its
     /// controller finds no gain in more); at least 1.
@@ -118,7 +117,7 @@ impl Default for LoaderOptions {
             epoch: 0,
             sharding: Sharding::default(),
             range_threshold: DEFAULT_RANGE_THRESHOLD,
-            chunk_size: DEFAULT_CHUNK_SIZE,
+            chunk_size: None,
             max_requests: sluice_core::config::DEFAULT_MAX_CONNECTIONS,
             memory_budget: Some(DEFAULT_MEMORY_BUDGET),
             on_error: OnError::FailFast,
@@ -136,7 +135,7 @@ impl LoaderOptions {
         if self.prefetch == Some(0) {
             return bad("prefetch", "must be at least 1");
         }
-        if self.chunk_size == 0 {
+        if self.chunk_size == Some(0) {
             return bad("chunk_size", "must be at least 1 byte");
         }
         if self.max_requests == 0 {
@@ -146,6 +145,14 @@ impl LoaderOptions {
             return bad("memory_budget", "must be at least 1 byte");
         }
         self.sharding.validate()
+    }
+
+    /// How ranges are sized: as set, or following the store's client within the budget.
+    pub(crate) fn range_size(&self) -> RangeSize {
+        match self.chunk_size.and_then(NonZeroU64::new) {
+            Some(n) => RangeSize::Fixed(n),
+            None => RangeSize::follow(self.memory_budget),
+        }
     }
 
     /// The most objects the loader may hold in flight: `prefetch`, or `FOLLOW_MAX`.
@@ -227,10 +234,8 @@ impl Loader {
         let len = items.len();
         let fetcher = Fetcher {
             store,
-            planner: RangePlanner {
-                threshold: opts.range_threshold,
-                chunk_size: NonZeroU64::new(opts.chunk_size).expect("validated"),
-            },
+            range_threshold: opts.range_threshold,
+            range_size: opts.range_size(),
             pool: opts
                 .pool
                 .clone()

@@ -7,12 +7,14 @@
 use crate::dataset::Dataset;
 use crate::fetch::Fetcher;
 use crate::loader::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_RANGE_THRESHOLD, FOLLOW_MAX, Loader, LoaderOptions, Object, Order,
+    DEFAULT_MEMORY_BUDGET, DEFAULT_RANGE_THRESHOLD, FOLLOW_MAX, Loader, LoaderOptions, Object,
+    Order,
 };
 use crate::pool::BufferPool;
 use bytes::Bytes;
-use sluice_core::{Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, Result, Segment};
-use std::num::NonZeroU64;
+use sluice_core::{
+    Error, GetOptions, ObjectStore, ObjectUri, RangePlanner, RangeSize, Result, Segment,
+};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -73,10 +75,8 @@ pub async fn get_one(
     {
         let fetcher = Fetcher {
             store: store.clone(),
-            planner: RangePlanner {
-                threshold: DEFAULT_RANGE_THRESHOLD,
-                chunk_size: NonZeroU64::new(DEFAULT_CHUNK_SIZE).expect("above 0"),
-            },
+            range_threshold: DEFAULT_RANGE_THRESHOLD,
+            range_size: RangeSize::follow(Some(DEFAULT_MEMORY_BUDGET)),
             pool,
             requests: Arc::new(Semaphore::new(FOLLOW_MAX)),
         };

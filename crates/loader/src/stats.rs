@@ -18,6 +18,8 @@ pub struct Stats {
     errors: AtomicU64,
     /// Objects allowed in flight now (the driver's window).
     pub(crate) window: AtomicUsize,
+    /// Bytes per ranged GET of an object whose read begins now.
+    pub(crate) range_size: AtomicU64,
     /// Per-object fetch latency, microseconds.
     latency: Mutex<Histogram<u64>>,
     /// Time between consecutive `collect_batch` returns, microseconds.
@@ -57,6 +59,10 @@ pub struct StatsSnapshot {
     /// Objects the loader lets be in flight now: the `prefetch` set, or, when it follows the
     /// store, twice the requests its client allows (`LoaderOptions::prefetch`).
     pub window: usize,
+    /// Bytes per ranged GET of an object whose read begins now: as set, or following the
+    /// requests the store's client allows (`LoaderOptions::chunk_size`); 0 when no object is
+    /// ever split (`range_threshold` `NEVER`).
+    pub range_size: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -74,6 +80,7 @@ impl Default for Stats {
             attempts: AtomicU64::default(),
             errors: AtomicU64::default(),
             window: AtomicUsize::default(),
+            range_size: AtomicU64::default(),
             latency: Mutex::new(histogram()),
             gaps: Mutex::new(histogram()),
             last_batch: Mutex::default(),
@@ -165,6 +172,7 @@ impl Stats {
                 Duration::from_micros(gaps.max())
             },
             window: self.window.load(Ordering::Relaxed),
+            range_size: self.range_size.load(Ordering::Relaxed),
         }
     }
 }

@@ -70,7 +70,7 @@ async fn a_large_object_is_read_in_ranges_that_resume_when_cut() {
     s.wire().inner().cut_bodies(1 << 20, 3);
     let opts = LoaderOptions {
         range_threshold: 4 << 20,
-        chunk_size: 2 << 20,
+        chunk_size: Some(2 << 20),
         ..LoaderOptions::default()
     };
     let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
@@ -203,7 +203,7 @@ async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
             order,
             prefetch: Some(4),
             range_threshold: 2 * CHUNK as u64,
-            chunk_size: CHUNK as u64,
+            chunk_size: Some(CHUNK as u64),
             memory_budget: Some(9 * CHUNK as u64),
             ..LoaderOptions::default()
         };

@@ -266,7 +266,7 @@ impl Loader {
                 num_workers: num_workers.unwrap_or(1),
             },
             range_threshold: range_threshold.unwrap_or(defaults.range_threshold),
-            chunk_size: chunk_size.unwrap_or(defaults.chunk_size),
+            chunk_size: chunk_size.or(defaults.chunk_size),
             max_requests: max_requests.unwrap_or(defaults.max_requests),
             memory_budget,
             on_error: parse_on_error(on_error)?,
@@ -376,6 +376,7 @@ impl Loader {
         d.set_item("batch_gap_p50_ms", ms(s.batch_gap_p50))?;
         d.set_item("batch_gap_max_ms", ms(s.batch_gap_max))?;
         d.set_item("window", s.window)?;
+        d.set_item("range_size", s.range_size)?;
         d.set_item("congestion", congestion(py, self.store.as_ref())?)?;
         d.set_item("endpoints", endpoint_stats(py, self.store.as_ref())?)?;
         Ok(d)

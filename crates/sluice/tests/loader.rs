@@ -47,7 +47,7 @@ fn opts() -> LoaderOptions {
     LoaderOptions {
         prefetch: Some(4),
         range_threshold: 1 << 20,
-        chunk_size: 256 << 10,
+        chunk_size: Some(256 << 10),
         ..Default::default()
     }
 }
@@ -752,7 +752,7 @@ async fn fault_soak_every_byte_right_over_ten_seeds(backend: &'static str) {
                 } else {
                     sluice_core::RangePlanner::NEVER
                 },
-                chunk_size: 256 << 10,
+                chunk_size: Some(256 << 10),
                 shuffle_seed: Some(round),
                 ..opts()
             };
@@ -828,6 +828,32 @@ async fn sizing_heads_never_starve_the_fetches_of_requests(backend: &'static str
     assert_eq!(drain(&mut loader).await.len(), 40, "{backend}");
 }
 
+/// Left to follow (`chunk_size: None`), ranges are the memory budget ÷ twice the requests the
+/// client allows: more requests, smaller ranges, the same memory.
+async fn ranges_follow_the_requests_the_client_allows(backend: &'static str) {
+    for (connections, range) in [(2, 8 << 20), (8, 2 << 20)] {
+        let (server, store) = setup_with(backend, |cfg| {
+            cfg.max_connections = connections;
+            cfg.concurrency = sluice_core::Concurrency::Fixed;
+        })
+        .await;
+        let size = (20 << 20) + 1;
+        let uris = seed(&server, "follow/", &[size]);
+        let o = LoaderOptions {
+            chunk_size: None,
+            memory_budget: Some(32 << 20),
+            ..opts()
+        };
+        let mut loader = Loader::new(store, &Dataset::from_uris(uris), o).unwrap();
+        assert_eq!(drain(&mut loader).await.len(), 1);
+        let stats = loader.stats();
+        let what = format!("{backend}, {connections} connections: {stats:?}");
+        assert_eq!(stats.range_size, range, "{what}");
+        assert_eq!(stats.requests, (size as u64).div_ceil(range), "{what}");
+        assert_eq!(server.faults().gets(), stats.requests, "{what}");
+    }
+}
+
 /// Each case above once per backend compiled in, as its own test (`hyper::case`,
 /// `awssdk::case`, ...), so a failure names its backend and the others still run.
 macro_rules! per_backend {
@@ -864,4 +890,5 @@ per_backend!(
     an_object_changed_during_a_read_is_never_spliced_or_truncated,
     fault_soak_every_byte_right_over_ten_seeds,
     sizing_heads_never_starve_the_fetches_of_requests,
+    ranges_follow_the_requests_the_client_allows,
 );

@@ -53,6 +53,9 @@ pub struct InFlight {
     pub throttled: u64,
     /// Objects the loaders let be in flight.
     pub window: usize,
+    /// Bytes per ranged GET at the end, the largest of the processes' (0: none split).
+    #[serde(default)]
+    pub range_size: u64,
 }
 
 impl InFlight {
@@ -63,6 +66,7 @@ impl InFlight {
             adaptive: a.adaptive || b.adaptive,
             throttled: a.throttled + b.throttled,
             window: a.window + b.window,
+            range_size: a.range_size.max(b.range_size),
         })
     }
 }
@@ -164,8 +168,15 @@ pub(super) fn print_table(rows: &[Row]) {
                 "fixed"
             };
             println!(
-                "  {} {}x{}: requests in flight at the end {} ({how}), objects {}, {} throttled",
-                r.client, r.processes, r.prefetch, f.requests, f.window, f.throttled
+                "  {} {}x{}: requests in flight at the end {} ({how}), objects {}, ranges of {}, \
+                 {} throttled",
+                r.client,
+                r.processes,
+                r.prefetch,
+                f.requests,
+                f.window,
+                crate::output::human_size(f.range_size),
+                f.throttled
             );
         }
         for e in &r.endpoints {

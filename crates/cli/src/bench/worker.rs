@@ -222,7 +222,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
     }
     let store = sluice::registry::open(a.store.backend.as_deref(), cfg)?;
     let cpu0 = rusage::this_process().unwrap_or(0.0);
-    let mut window = None;
+    let (mut window, mut range_size) = (None, 0);
     for epoch in 0..a.epochs.max(1) {
         let opts = LoaderOptions {
             prefetch: a.prefetch.window(),
@@ -247,6 +247,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
         }
         let s = loader.stats();
         window = Some(s.window);
+        range_size = s.range_size;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let line = WorkerEpoch {
             epoch,
@@ -276,6 +277,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
             adaptive: c.adaptive,
             throttled: c.throttled,
             window: window.unwrap_or(0),
+            range_size,
         }),
     };
     println!("{}", serde_json::to_string(&done).expect("serialisable"));

@@ -222,11 +222,13 @@ class Loader:
     ``order``: "completion" (fastest) or "input"; ``shuffle``/``seed``/``epoch``: a seeded
     permutation, new per epoch; ``rank``/``world_size``/``worker_id``/``num_workers``: this
     reader's shard (disjoint, together complete); objects of at least ``range_threshold``
-    bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` (8 MiB), 2**64-1 turns
-    that off; ``max_requests``: HTTP requests in flight (default 256; the client's controller
-    sends fewer where more do not pay); ``memory_budget``: bytes in flight
-    (fetching or waiting to be taken; default 256 MiB; objects given without a size are
-    sized by a HEAD first; None: no bound but ``prefetch``, and no HEADs);
+    bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` bytes (None, the
+    default: 2 to 8 MiB, smaller as the client allows more requests within ``memory_budget``;
+    ``stats()["range_size"]`` says the size now), a threshold of 2**64-1 turns that off;
+    ``max_requests``: HTTP requests in flight (default 256; the client's controller sends
+    fewer where more do not pay); ``memory_budget``: bytes in flight (fetching or waiting to
+    be taken; default 256 MiB; objects given without a size are sized by a HEAD first; None:
+    no bound but ``prefetch``, and no HEADs);
     ``on_error``: "raise" or "deliver" (failed objects raise from ``__next__`` and reading
     goes on); ``reuse_buffers``: loaders of this process with the same window share a pool,
     so a second epoch reuses the first one's memory (idle memory never exceeds what was

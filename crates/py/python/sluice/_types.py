@@ -46,6 +46,10 @@ class LoaderStats(TypedDict):
     window: int
     """Objects the loader lets be in flight now: ``prefetch``, or (the default) twice the
     requests its client allows."""
+    range_size: int
+    """Bytes per ranged GET of an object whose read begins now: ``chunk_size``, or (the
+    default) ``memory_budget`` ÷ twice the requests its client allows, 2 to 8 MiB; 0 when no
+    object is split."""
     congestion: Optional["Congestion"]
     """The client's requests in flight (``Client.congestion()``); None for local files."""
     endpoints: List["EndpointStats"]
