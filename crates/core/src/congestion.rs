@@ -15,7 +15,9 @@
 //!   let the new requests settle, then `4 × limit` answers, and 50 ms, counted — or as few
 //!   as `limit` (at least 16) once the mean time of the answers counted is known to
 //!   ±[`ROUND_ERROR`]: large requests, whose times vary little, are judged in one round
-//!   trip) whose answer rate rose by at least a quarter over the round before. A store
+//!   trip) whose rate rose by at least a quarter over the round before (the rate: bytes
+//!   answered per second, each answer counting [`ANSWER_BYTES`] beyond its body, so that
+//!   small requests count by number and large ones by bytes). A store
 //!   that is latency-bound answers a doubling with about twice the rate; one that is
 //!   saturated (its CPU, the link, the client's own core) with the same rate, so the first
 //!   doubling that does not pay is undone and the controller holds. Rounds in which the
@@ -90,11 +92,20 @@ const SWITCH: u64 = 8;
 const PROBE_GAIN: f64 = 1.10;
 /// A held limit whose rate falls below this share of the held rate starts over.
 const CHANGED: f64 = 0.5;
+/// What an answer is worth beyond the bytes of its body, in bytes, when rounds are compared:
+/// about what a request costs a loopback client over 64 KiB of transfer (~30 µs of a core).
+/// A round's rate is its answers' bytes plus this per answer, per second: rounds of small
+/// requests and HEADs, which move few bytes, are measured by their answers, and rounds of
+/// large ones by their bytes. Answers per second alone counted a loader whose ranges were
+/// cut smaller (`RangeSize::Follow`) as faster at the same bytes per second: against nginx
+/// the limit climbed from 20 to 64-256 as ranges went from 8 to 2 MiB.
+const ANSWER_BYTES: f64 = 65_536.0;
 /// Fewest answers counted in a round, so a small limit's rate is not one request's luck.
 const MIN_ROUND: u64 = 32;
 /// Standard error of the mean answer time (relative) at which a round of at least `limit`
-/// answers ends before `4 × limit`: the rate of a round is answers ÷ its time, whose
-/// relative error is that of the mean answer time, so this is the rate's error too. Reads
+/// answers ends before `4 × limit`: the rate of a round is answers ÷ its time (of answers of
+/// one size), whose relative error is that of the mean answer time, so this is the rate's
+/// error too. Reads
 /// of a 2 GiB checkpoint are 128 answers of 16 MiB (each ~200 ms, ±~10% under
 /// `s3-standard`): rounds of `4 × limit` answers left the limit at 32 of the 64 that read
 /// it fastest (1,949 against 2,679 MB/s, `scripts/measure-checkpoint`). Small requests,
@@ -147,6 +158,8 @@ struct Round {
     settle: u64,
     started: Instant,
     answers: u64,
+    /// The counted answers' bytes, each with `ANSWER_BYTES` more: what the rate is of.
+    work: f64,
     /// Counted answers that were writes (the rest were reads).
     writes: u64,
     /// Sum and sum of squares of the counted answers' times, in seconds.
@@ -164,6 +177,7 @@ impl Round {
             settle: limit as u64,
             started: now,
             answers: 0,
+            work: 0.0,
             writes: 0,
             took: 0.0,
             took_sq: 0.0,
@@ -172,10 +186,11 @@ impl Round {
         }
     }
 
-    /// Counts an answer to a request of `kind` that took `took`.
-    fn count(&mut self, took: std::time::Duration, kind: Kind) {
+    /// Counts an answer to a request of `kind` that took `took` and brought `bytes`.
+    fn count(&mut self, took: std::time::Duration, kind: Kind, bytes: u64) {
         let t = took.as_secs_f64();
         self.answers += 1;
+        self.work += bytes as f64 + ANSWER_BYTES;
         self.writes += u64::from(kind == Kind::Write);
         self.took += t;
         self.took_sq += t * t;
@@ -234,8 +249,11 @@ struct State {
     cuts: u64,
     phase: Phase,
     round: Round,
-    /// Answers per second of the last round judged.
+    /// Work per second of the last round judged (bytes, with `ANSWER_BYTES` per answer):
+    /// the rate rounds are compared by.
     rate: f64,
+    /// Answers per second of the same round (`CongestionStats::rate`).
+    answer_rate: f64,
     /// The kind of requests the phase's rates were measured on, when one kind.
     judged_on: Option<Kind>,
     /// The last answers of one kind in a row.
@@ -348,6 +366,7 @@ impl Congestion {
                 phase,
                 round: Round::new(start, Instant::now()),
                 rate: 0.0,
+                answer_rate: 0.0,
                 judged_on: None,
                 run: Run {
                     kind: Kind::Read,
@@ -380,6 +399,7 @@ impl Congestion {
                 kind,
                 permit: Some(permit),
                 sent: Instant::now(),
+                bytes: 0,
             };
         }
     }
@@ -391,13 +411,19 @@ impl Congestion {
             limit: s.allowed(self.max),
             max: self.max,
             adaptive: self.mode == Concurrency::Adaptive,
-            rate: s.rate,
+            rate: s.answer_rate,
             throttled: s.throttled,
             cuts: s.cuts,
         }
     }
 
-    fn record(&self, permit: SemaphorePermit<'_>, sent: Instant, kind: Kind, outcome: Outcome) {
+    /// Records the outcome of a request of `kind` sent at `sent` whose answer brought `bytes`.
+    fn record(
+        &self,
+        permit: SemaphorePermit<'_>,
+        (sent, kind, bytes): (Instant, Kind, u64),
+        outcome: Outcome,
+    ) {
         let mut s = self.state.lock().unwrap();
         let now = Instant::now();
         s.step(now, -1);
@@ -433,7 +459,7 @@ impl Congestion {
                     s.limit = (s.limit + 1.0 / s.limit).min(s.ceiling);
                 } else if self.mode == Concurrency::Adaptive {
                     let took = now.saturating_duration_since(sent);
-                    self.count_answer(&mut s, now, took, kind);
+                    self.count_answer(&mut s, now, took, kind, bytes);
                 }
             }
             Outcome::Other => {}
@@ -454,7 +480,14 @@ impl Congestion {
     }
 
     /// Counts one answer to the round; at the round's end, judges the limit (module docs).
-    fn count_answer(&self, s: &mut State, now: Instant, took: std::time::Duration, kind: Kind) {
+    fn count_answer(
+        &self,
+        s: &mut State,
+        now: Instant,
+        took: std::time::Duration,
+        kind: Kind,
+        bytes: u64,
+    ) {
         if s.round.settle > 0 {
             s.round.settle -= 1;
             if s.round.settle == 0 {
@@ -479,7 +512,7 @@ impl Congestion {
             s.round.switched = true;
             s.run.against = None;
         }
-        s.round.count(took, kind);
+        s.round.count(took, kind, bytes);
         let elapsed = now.duration_since(s.round.started);
         let round_kind = s.round.kind();
         let other_work = matches!((round_kind, s.judged_on), (Some(a), Some(b)) if a != b);
@@ -488,7 +521,8 @@ impl Congestion {
             return;
         }
         let secs = elapsed.as_secs_f64();
-        let rate = s.round.answers as f64 / secs;
+        let rate = s.round.work / secs;
+        let answer_rate = s.round.answers as f64 / secs;
         let kept_full = s.round.area / secs >= FULL * s.allowed(self.max) as f64;
         s.round = Round::new(0, now);
         // A run that began in the round just judged is not against this one.
@@ -497,6 +531,7 @@ impl Congestion {
             return;
         }
         s.rate = rate;
+        s.answer_rate = answer_rate;
         let max = self.max as f64;
         s.judged_on = round_kind.or(s.judged_on);
         let phase = if other_work {
@@ -588,9 +623,17 @@ pub(crate) struct Permit<'a> {
     kind: Kind,
     permit: Option<SemaphorePermit<'a>>,
     sent: Instant,
+    /// Body bytes the answer brought (`moved`).
+    bytes: u64,
 }
 
 impl Permit<'_> {
+    /// The answer brought `bytes` bytes of body: rounds are compared by bytes per second
+    /// (with `ANSWER_BYTES` per answer), not answers alone.
+    pub(crate) fn moved(&mut self, bytes: u64) {
+        self.bytes = bytes;
+    }
+
     /// Records the request's outcome and frees its place.
     pub(crate) fn finish<T>(mut self, result: &Result<T>) {
         let outcome = match result {
@@ -606,7 +649,8 @@ impl Permit<'_> {
 
     fn end(&mut self, outcome: Outcome) {
         if let Some(p) = self.permit.take() {
-            self.owner.record(p, self.sent, self.kind, outcome);
+            self.owner
+                .record(p, (self.sent, self.kind, self.bytes), outcome);
         }
     }
 }
@@ -796,7 +840,7 @@ mod tests {
         // 16 MiB ranges at ~90 MB/s: ~200 ms each, ±10%.
         let mut large = Round::new(0, Instant::now());
         for i in 0..32u64 {
-            large.count(ms(180 + (i * 7919) % 40), Kind::Read);
+            large.count(ms(180 + (i * 7919) % 40), Kind::Read, 16 << 20);
         }
         // Their spread is ~4.9% of the mean; the mean's error, ÷ √32, ~0.86%.
         assert!((large.error() - 0.0086).abs() < 0.0005, "{}", large.error());
@@ -809,18 +853,18 @@ mod tests {
         // 150-250 ms (a spread of ~15%): ±2.6% after 32 answers, enough.
         let mut wider = Round::new(0, Instant::now());
         for i in 0..32u64 {
-            wider.count(ms(150 + (i * 7919) % 101), Kind::Read);
+            wider.count(ms(150 + (i * 7919) % 101), Kind::Read, 16 << 20);
         }
         assert!((wider.error() - 0.0263).abs() < 0.001, "{}", wider.error());
         assert!(wider.is_complete(32, true));
         // Small requests whose times spread as widely as S3's latency: 5 to 150 ms.
         let mut small = Round::new(0, Instant::now());
         for i in 0..64u64 {
-            small.count(ms(5 + (i * 7919) % 146), Kind::Read);
+            small.count(ms(5 + (i * 7919) % 146), Kind::Read, 128 << 10);
         }
         assert!(!small.is_complete(32, true), "{}", small.error());
         for i in 64..128u64 {
-            small.count(ms(5 + (i * 7919) % 146), Kind::Read);
+            small.count(ms(5 + (i * 7919) % 146), Kind::Read, 128 << 10);
         }
         assert!(
             small.is_complete(32, false),
@@ -983,6 +1027,41 @@ mod tests {
         let s = c.stats();
         assert!(s.limit <= 2 * ADAPTIVE_START, "{s:?}");
         assert!((900.0..1100.0).contains(&s.rate), "{s:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ranges_cut_smaller_as_the_limit_grows_do_not_draw_more_requests() {
+        // A store that moves 1 GB/s whatever is asked of it, asked for ranges of the size a
+        // loader cuts at the limit of the moment (`RangeSize::Follow` within 256 MiB: 8 MiB
+        // at 16 requests, 4 at 32, 2 at 64): at twice the limit, twice the answers of half
+        // the size, the same bytes per second. Judged by answers alone the limit climbed
+        // to 64 and beyond.
+        let c = adaptive(256);
+        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let follow = crate::range::RangeSize::follow(Some(256 << 20));
+        let end = Instant::now() + Duration::from_secs(20);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..400 {
+            let (c, server) = (c.clone(), server.clone());
+            tasks.spawn(async move {
+                while Instant::now() < end {
+                    let mut p = c.acquire(Kind::Read).await;
+                    let bytes = follow.now(c.stats().limit).get();
+                    let done = {
+                        let mut free = server.lock().unwrap();
+                        *free = (*free).max(Instant::now())
+                            + Duration::from_secs_f64(bytes as f64 / 1e9);
+                        *free
+                    };
+                    tokio::time::sleep_until(done).await;
+                    p.moved(bytes);
+                    p.finish(&Ok(()));
+                }
+            });
+        }
+        tasks.join_all().await;
+        let s = c.stats();
+        assert!(s.limit <= 2 * ADAPTIVE_START, "{s:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -135,7 +135,12 @@ impl<W> Limited<W> {
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Limited<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        self.send(Kind::Read, self.wire.get_object(req, sink)).await
+        let mut permit = self.congestion.acquire(Kind::Read).await;
+        let before = sink.written();
+        let result = self.wire.get_object(req, sink).await;
+        permit.moved(sink.written().saturating_sub(before));
+        permit.finish(&result);
+        result
     }
 }
 

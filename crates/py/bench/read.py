@@ -14,7 +14,12 @@ p.add_argument("--mode", choices=["loader", "compat", "s3dlio"], required=True)
 p.add_argument("--uris", required=True, help="a file of object URIs, one per line")
 p.add_argument("--endpoint", required=True)
 p.add_argument("--ca-bundle")
-p.add_argument("--prefetch", type=int, default=16)
+p.add_argument(
+    "--prefetch",
+    type=lambda v: None if v == "auto" else int(v),
+    default=16,
+    help='objects in flight, or "auto": the loader follows its client\'s controller',
+)
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--rank", type=int, default=0)
 p.add_argument("--world", type=int, default=1)
@@ -39,9 +44,8 @@ for epoch in range(a.epochs):
         for obj in sluice.Loader(sluice.Dataset.from_uris(uris), prefetch=a.prefetch):
             total += len(obj)
     else:
-        loader = s3dlio.PyBytesAsyncDataLoader(
-            s3dlio.PyDataset.from_uris(uris), {"prefetch": a.prefetch}
-        )
+        opts = {} if a.prefetch is None else {"prefetch": a.prefetch}
+        loader = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), opts)
         it = loader.items()
         while batch := it.collect_batch(7):
             total += sum(len(b) for b in batch)
