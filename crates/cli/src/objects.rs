@@ -82,7 +82,7 @@ pub struct GetArgs {
     /// Objects at least this large are read as parallel ranged GETs ("off": never)
     #[arg(long, default_value = "32MiB", value_parser = parse_threshold)]
     range_threshold: u64,
-    /// Size of each ranged GET [default: 2 to 8 MiB, smaller as the store's client allows
+    /// Size of each ranged GET [default: 4 to 8 MiB, smaller as the store's client allows
     /// more GETs within --memory-budget]
     #[arg(long, value_parser = parse_chunk_size)]
     chunk_size: Option<u64>,

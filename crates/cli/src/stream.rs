@@ -15,12 +15,12 @@ use bytes::BytesMut;
 use futures::StreamExt;
 use hdrhistogram::Histogram;
 use sluice_core::{ByteRange, GetOptions, ObjectStore, ObjectUri, RangeSize, Segment};
-use sluice_loader::{BufferPool, StatsSnapshot};
+use sluice_loader::{BufferPool, MemoryUnits, StatsSnapshot};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 /// One object to read: its version, size, and where it goes.
 #[derive(Debug)]
@@ -48,34 +48,6 @@ pub struct Plan {
     pub verify: bool,
 }
 
-/// Memory is counted in units of this many bytes, so any budget fits a semaphore.
-const MEMORY_UNIT: u64 = 64 << 10;
-
-/// The bytes GETs in flight may hold (`Plan::memory_budget`).
-struct Memory {
-    units: Arc<Semaphore>,
-    total: u32,
-}
-
-impl Memory {
-    fn new(budget: u64) -> Option<Self> {
-        (budget > 0).then(|| {
-            let total = budget.div_ceil(MEMORY_UNIT).min(u64::from(u32::MAX)) as u32;
-            Self {
-                units: Arc::new(Semaphore::new(total as usize)),
-                total,
-            }
-        })
-    }
-
-    /// Waits until `bytes` fit; a piece larger than the whole budget takes all of it.
-    async fn hold(&self, bytes: u64) -> OwnedSemaphorePermit {
-        let want = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
-        let units = self.units.clone();
-        units.acquire_many_owned(want).await.expect("never closed")
-    }
-}
-
 /// What one pass did; `refused` names objects that were read but could not be written.
 pub struct Pass {
     pub stats: StatsSnapshot,
@@ -99,7 +71,7 @@ pub async fn pass(
     done: impl Fn(u64),
 ) -> sluice_core::Result<Pass> {
     let started = Instant::now();
-    let memory = Memory::new(plan.memory_budget);
+    let memory = (plan.memory_budget > 0).then(|| MemoryUnits::new(plan.memory_budget));
     let open: Vec<Open> = objects
         .iter()
         .map(|_| Open {
@@ -403,25 +375,6 @@ fn to_usize(n: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn pieces_in_flight_fit_the_memory_budget() {
-        let memory = Memory::new(10 << 20).unwrap();
-        let a = memory.hold(8 << 20).await;
-        // 4 MiB more do not fit beside 8 MiB in 10: the piece waits until the first is done.
-        let waiting = tokio::time::timeout(Duration::from_millis(50), memory.hold(4 << 20));
-        assert!(waiting.await.is_err(), "12 MiB held within 10");
-        drop(a);
-        let b = memory.hold(4 << 20).await;
-        let c = memory.hold(4 << 20).await;
-        assert_eq!(memory.units.available_permits(), 32, "2 MiB left");
-        drop((b, c));
-        // A piece larger than the budget takes all of it, rather than waiting for ever.
-        let all = memory.hold(1 << 30).await;
-        assert_eq!(memory.units.available_permits(), 0);
-        drop(all);
-        assert!(Memory::new(0).is_none(), "no budget");
-    }
 
     #[test]
     fn objects_are_cut_into_ranges_that_cover_them_once() {

@@ -128,7 +128,7 @@ async fn gen_ls_get_put_rm_round_trip() {
     assert!(s.storage().get(DEFAULT_BUCKET, "copy.npz").is_err());
 }
 
-/// `sluice get` cuts ranges of the memory budget ÷ twice the GETs in flight (2 to 8 MiB)
+/// `sluice get` cuts ranges of the memory budget ÷ twice the GETs in flight (4 to 8 MiB)
 /// unless `--chunk-size` is given, and every byte arrives whichever size was chosen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_cuts_ranges_that_follow_the_gets_in_flight() {
@@ -143,7 +143,7 @@ async fn get_cuts_ranges_that_follow_the_gets_in_flight() {
     let uri = format!("s3://sluice-test/{key}");
     for (args, range) in [
         (&["-j", "2"][..], 8u64 << 20),
-        (&["-j", "16"][..], 2 << 20),
+        (&["-j", "8"][..], 4 << 20),
         (&["-j", "16", "--chunk-size", "5MiB"][..], 5 << 20),
     ] {
         let before = s.faults().gets();

@@ -20,19 +20,59 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Memory permits count 64 KiB units so any object size fits a `u32` permit count.
 const MEMORY_UNIT: u64 = 64 * 1024;
 
-/// A loader's budget.
-pub(crate) struct Budget {
+/// Bytes of memory as permits of a semaphore, shared by clones: what the loader's budget
+/// and `sluice get`'s GETs in flight take before they hold bytes.
+#[derive(Debug, Clone)]
+pub struct MemoryUnits {
     units: Arc<Semaphore>,
     total: u32,
+}
+
+impl MemoryUnits {
+    /// `bytes` of memory (at least one unit).
+    pub fn new(bytes: u64) -> Self {
+        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
+        Self {
+            units: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// The units that hold `bytes`: all of them for more than the whole, so that a piece
+    /// larger than the budget waits for all of it rather than for ever.
+    fn units_for(&self, bytes: u64) -> u32 {
+        bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32
+    }
+
+    /// Waits until `bytes` fit; given back when the permit is dropped.
+    pub async fn hold(&self, bytes: u64) -> OwnedSemaphorePermit {
+        self.take(self.units_for(bytes)).await
+    }
+
+    async fn take(&self, units: u32) -> OwnedSemaphorePermit {
+        let semaphore = self.units.clone();
+        semaphore
+            .acquire_many_owned(units)
+            .await
+            .expect("never closed")
+    }
+
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> u64 {
+        self.units.available_permits() as u64 * MEMORY_UNIT
+    }
+}
+
+/// A loader's budget.
+pub(crate) struct Budget {
+    memory: MemoryUnits,
     turn: Arc<Semaphore>,
 }
 
 impl Budget {
     pub(crate) fn new(bytes: u64) -> Self {
-        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
         Self {
-            units: Arc::new(Semaphore::new(total as usize)),
-            total,
+            memory: MemoryUnits::new(bytes),
             turn: Arc::new(Semaphore::new(1)),
         }
     }
@@ -47,8 +87,7 @@ impl Budget {
             .await
             .expect("never closed");
         let mut r = Reservation {
-            units: self.units.clone(),
-            total: self.total,
+            memory: self.memory.clone(),
             held: None,
             turn: Some(turn),
         };
@@ -61,8 +100,7 @@ impl Budget {
 /// need more, the turn.
 #[derive(Debug)]
 pub(crate) struct Reservation {
-    units: Arc<Semaphore>,
-    total: u32,
+    memory: MemoryUnits,
     held: Option<OwnedSemaphorePermit>,
     turn: Option<OwnedSemaphorePermit>,
 }
@@ -71,17 +109,12 @@ impl Reservation {
     /// Holds memory for the object's first `bytes` bytes, waiting for it as needed. An object
     /// larger than the whole budget holds all of it and reads the rest under that.
     pub(crate) async fn cover(&mut self, bytes: u64) {
-        let want = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32;
+        let want = self.memory.units_for(bytes);
         let have = self.held.as_ref().map_or(0, |p| p.num_permits() as u32);
         if want <= have {
             return;
         }
-        let more = self
-            .units
-            .clone()
-            .acquire_many_owned(want - have)
-            .await
-            .expect("never closed");
+        let more = self.memory.take(want - have).await;
         match &mut self.held {
             Some(held) => held.merge(more),
             None => self.held = Some(more),
@@ -118,6 +151,27 @@ mod tests {
     /// Would `fut` finish soon? (It waits on a semaphore, or it does not.)
     async fn finishes<T>(fut: impl std::future::Future<Output = T>) -> Option<T> {
         timeout(Duration::from_millis(50), fut).await.ok()
+    }
+
+    #[tokio::test]
+    async fn pieces_held_fit_the_memory_and_one_larger_takes_all_of_it() {
+        let memory = MemoryUnits::new(10 * MIB);
+        let a = memory.hold(8 * MIB).await;
+        // 4 MiB more do not fit beside 8 MiB in 10: the piece waits until the first is done.
+        assert!(
+            finishes(memory.hold(4 * MIB)).await.is_none(),
+            "12 MiB in 10"
+        );
+        drop(a);
+        let b = memory.hold(4 * MIB).await;
+        let c = memory.hold(4 * MIB).await;
+        assert_eq!(memory.available(), 2 * MIB);
+        drop((b, c));
+        // Larger than the whole: all of it, rather than waiting for ever.
+        let all = finishes(memory.hold(1 << 30)).await.expect("held");
+        assert_eq!(memory.available(), 0);
+        drop(all);
+        assert_eq!(memory.available(), 10 * MIB);
     }
 
     #[tokio::test]

@@ -32,6 +32,7 @@ pub mod trim;
 #[global_allocator]
 static ALLOC: shm::PoolAlloc = shm::PoolAlloc;
 
+pub use budget::MemoryUnits;
 pub use dataset::{Dataset, Item, Sharding};
 pub use loader::{
     DEFAULT_MEMORY_BUDGET, FOLLOW_MAX, FOLLOW_MIN, Loader, LoaderOptions, Object, OnError, Order,

@@ -35,7 +35,7 @@ pub enum OnError {
     Deliver,
 }
 
-/// Objects at or above this size are read as parallel ranged GETs (of 2 to 8 MiB by default:
+/// Objects at or above this size are read as parallel ranged GETs (of 4 to 8 MiB by default:
 /// `sluice_core::RangeSize::Follow`). Measured on this 2-core VM (server CPU 0, client CPU 1, 24 ×
 /// 146,600,628 B, prefetch 1, `sluice get`): whole-object GETs 1,785 MB/s, 8 MiB ranges 2,051 MB/s;
 /// at prefetch 16 the ranged loader reached 0.98–1.23× curl's single-stream rate in the warm pass.

@@ -831,7 +831,7 @@ async fn sizing_heads_never_starve_the_fetches_of_requests(backend: &'static str
 /// Left to follow (`chunk_size: None`), ranges are the memory budget ÷ twice the requests the
 /// client allows: more requests, smaller ranges, the same memory.
 async fn ranges_follow_the_requests_the_client_allows(backend: &'static str) {
-    for (connections, range) in [(2, 8 << 20), (8, 2 << 20)] {
+    for (connections, range) in [(2, 8 << 20), (8, 4 << 20)] {
         let (server, store) = setup_with(backend, |cfg| {
             cfg.max_connections = connections;
             cfg.concurrency = sluice_core::Concurrency::Fixed;
@@ -841,7 +841,7 @@ async fn ranges_follow_the_requests_the_client_allows(backend: &'static str) {
         let uris = seed(&server, "follow/", &[size]);
         let o = LoaderOptions {
             chunk_size: None,
-            memory_budget: Some(32 << 20),
+            memory_budget: Some(64 << 20),
             ..opts()
         };
         let mut loader = Loader::new(store, &Dataset::from_uris(uris), o).unwrap();

@@ -223,7 +223,7 @@ class Loader:
     permutation, new per epoch; ``rank``/``world_size``/``worker_id``/``num_workers``: this
     reader's shard (disjoint, together complete); objects of at least ``range_threshold``
     bytes (32 MiB) are read as parallel ranged GETs of ``chunk_size`` bytes (None, the
-    default: 2 to 8 MiB, smaller as the client allows more requests within ``memory_budget``;
+    default: 4 to 8 MiB, smaller as the client allows more requests within ``memory_budget``;
     ``stats()["range_size"]`` says the size now), a threshold of 2**64-1 turns that off;
     ``max_requests``: HTTP requests in flight (default 256; the client's controller sends
     fewer where more do not pay); ``memory_budget``: bytes in flight (fetching or waiting to

@@ -48,7 +48,7 @@ class LoaderStats(TypedDict):
     requests its client allows."""
     range_size: int
     """Bytes per ranged GET of an object whose read begins now: ``chunk_size``, or (the
-    default) ``memory_budget`` ÷ twice the requests its client allows, 2 to 8 MiB; 0 when no
+    default) ``memory_budget`` ÷ twice the requests its client allows, 4 to 8 MiB; 0 when no
     object is split."""
     congestion: Optional["Congestion"]
     """The client's requests in flight (``Client.congestion()``); None for local files."""
