@@ -12,6 +12,7 @@ use sluice_core::wire::MAX_DELETE_BATCH;
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,7 +86,7 @@ pub struct GetArgs {
     /// Size of each ranged GET [default: 4 to 8 MiB, smaller as the store's client allows
     /// more GETs within --memory-budget]
     #[arg(long, value_parser = parse_chunk_size)]
-    chunk_size: Option<u64>,
+    chunk_size: Option<NonZeroU64>,
     /// Write objects under this directory, as paths relative to the prefix given (an object
     /// named alone: its last key segment); keys that would leave DIR are refused
     #[arg(short, long)]
@@ -114,11 +115,8 @@ fn parse_budget(s: &str) -> Result<u64, String> {
     }
 }
 
-fn parse_chunk_size(s: &str) -> Result<u64, String> {
-    match crate::serve::parse_size(s)? {
-        0 => Err("must be at least 1 byte".into()),
-        n => Ok(n),
-    }
+fn parse_chunk_size(s: &str) -> Result<NonZeroU64, String> {
+    NonZeroU64::new(crate::serve::parse_size(s)?).ok_or_else(|| "must be at least 1 byte".into())
 }
 
 fn parse_threshold(s: &str) -> Result<u64, String> {
@@ -221,12 +219,9 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let budget = (a.memory_budget > 0).then_some(a.memory_budget);
     let plan = stream::Plan {
         jobs,
-        memory_budget: a.memory_budget,
+        memory_budget: budget,
         range_threshold: a.range_threshold,
-        range_size: match a.chunk_size.and_then(std::num::NonZeroU64::new) {
-            Some(n) => sluice_core::RangeSize::Fixed(n),
-            None => sluice_core::RangeSize::follow(budget),
-        },
+        range_size: sluice_core::RangeSize::set_or_follow(a.chunk_size, budget),
         verify: a.verify,
     };
     // Saturating: a hostile listing's sizes must not overflow the progress bar.

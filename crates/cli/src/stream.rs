@@ -1,14 +1,13 @@
-//! `sluice get` as a stream of ranged GETs: no object is ever whole in memory. Each object
-//! is cut into ranges (one GET below the range threshold) of the version listed or HEADed
-//! (pinned by ETag), of the size chosen as its first range goes out (`RangeSize`: smaller
-//! while the client allows more GETs). A range is only counted as it arrives (a counting
-//! `Segment`: each body frame is dropped where the client stack read it, no copy, no
-//! memory); with `--verify` (checked against the pattern at its offset) or `-o` (written at
-//! its offset into the object's temporary file with `pwrite`, renamed into place when its
-//! last range is in) it lands in one of a few reused buffers. Each GET holds its piece's
-//! bytes of the memory budget from before it is sent until it is done, so memory stays
-//! within the budget whatever the range size, touched once per process: a first pass costs
-//! no more page faults than a second.
+//! `sluice get` as a stream of ranged GETs: no object is ever whole in memory. Each object is cut
+//! into ranges (one GET below the range threshold) of the version listed or HEADed (pinned by
+//! ETag), of the size chosen as it is cut, once the range before it has its memory (`RangeSize`:
+//! smaller while the client allows more GETs). A range is only counted as it arrives (a counting
+//! `Segment`: each body frame is dropped where the client stack read it, no copy, no memory); with
+//! `--verify` (checked against the pattern at its offset) or `-o` (written at its offset into the
+//! object's temporary file with `pwrite`, renamed into place when its last range is in) it lands in
+//! one of a few reused buffers. Each GET holds its piece's bytes of the memory budget from before
+//! it is sent until it is done, so memory stays within the budget whatever the range size, touched
+//! once per process: a first pass costs no more page faults than a second.
 
 use crate::outdir::OutFile;
 use bytes::BytesMut;
@@ -37,9 +36,9 @@ pub struct Object {
 pub struct Plan {
     /// GETs in flight, at most.
     pub jobs: usize,
-    /// Bytes the GETs in flight may ask for together (0: no bound): a GET waits until its
-    /// piece (a range, or an object below the threshold) fits.
-    pub memory_budget: u64,
+    /// Bytes the GETs in flight may ask for together (`None`: no bound): a GET waits until
+    /// its piece (a range, or an object below the threshold) fits.
+    pub memory_budget: Option<u64>,
     /// Objects at least this large are read in ranges...
     pub range_threshold: u64,
     /// ...of this size, chosen as each object's first range is cut.
@@ -71,7 +70,7 @@ pub async fn pass(
     done: impl Fn(u64),
 ) -> sluice_core::Result<Pass> {
     let started = Instant::now();
-    let memory = (plan.memory_budget > 0).then(|| MemoryUnits::new(plan.memory_budget));
+    let memory = plan.memory_budget.map(MemoryUnits::new);
     let open: Vec<Open> = objects
         .iter()
         .map(|_| Open {
@@ -80,13 +79,13 @@ pub async fn pass(
             started: Mutex::new(None),
         })
         .collect();
-    // Lazily, so that each object is cut with the range size of the moment its first range
-    // has its memory (the next range is taken from here only then, below), and a size no
+    // Lazily, so that each object is cut with the range size of the moment the range before
+    // it had its memory (the next range is taken from here only then, below), and a size no
     // store could hold (a hostile listing's) never becomes a list.
     let range_size = AtomicU64::new(0);
     let ranges = objects.iter().enumerate().flat_map(|(i, o)| {
-        let limit = store.congestion().map_or(0, |c| c.limit);
-        let cut = cut(o.size, plan.range_threshold, plan.range_size.now(limit));
+        let chunk = plan.range_size.for_client(store.as_ref());
+        let cut = cut(o.size, plan.range_threshold, chunk);
         if cut.count > 1 {
             range_size.store(cut.step, Ordering::Relaxed);
         }

@@ -166,6 +166,57 @@ async fn get_cuts_ranges_that_follow_the_gets_in_flight() {
     }
 }
 
+/// `sluice get`'s GETs in flight hold their pieces within `--memory-budget` (and `-j`), and
+/// a piece larger than the whole budget is read alone rather than waiting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_keeps_its_pieces_in_flight_within_the_memory_budget() {
+    for (budget, chunk, most) in [("8MiB", "2MiB", 4), ("1MiB", "4MiB", 1)] {
+        let s = server().await;
+        let size = (24 << 20) + 5;
+        let key = "budget/one.bin";
+        s.insert(
+            DEFAULT_BUCKET,
+            key,
+            bytes::Bytes::from(sluice_testdata::pattern::generate(key, size)),
+        );
+        // Each request waits 50 ms in the server: the GETs allowed at once are there at once.
+        s.faults().inject(
+            sluice_testserver::Fault::Latency(Duration::from_millis(50)),
+            1000,
+        );
+        let uri = format!("s3://sluice-test/{key}");
+        let out = sluice(
+            &s,
+            &[
+                "get",
+                "--verify",
+                "--json",
+                "-j",
+                "16",
+                "--memory-budget",
+                budget,
+                "--chunk-size",
+                chunk,
+                "--range-threshold",
+                "1MiB",
+                &uri,
+            ],
+        );
+        assert!(out.status.success(), "{budget}: {}", text(&out));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["bytes"], size as u64, "{budget}");
+        let peak = s.faults().peak_concurrency();
+        assert!(
+            peak <= most,
+            "{budget} of {chunk} pieces: {peak} GETs at once"
+        );
+        assert!(
+            peak >= most.min(2),
+            "{budget}: {peak} GETs at once, the budget unused"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_and_direct_uris_get_put_ls_rm_and_copy_out_under_the_prefix() {
     let s = server().await;

@@ -24,11 +24,11 @@
 //!   client kept less than [`FULL`] of the limit in flight, on average over the round's
 //!   time, say nothing about the limit (the application asked for fewer) and are not
 //!   judged.
-//! - **a change of work starts the search again**: a round of reads judged after the phase's
-//!   rates were measured on writes (or the other way round; [`Kind`], ≥ 90% of a round's
-//!   answers) is taken as the base of a new slow start from the limit, and judged quickly
-//!   like one: a store saturated by a checkpoint's writes at 16 requests may serve its
-//!   reads best at 128.
+//! - **a change of work starts the search again**: a round of one kind judged after the
+//!   phase's rates were measured on another (reads of bytes, of metadata, writes; [`Kind`],
+//!   ≥ 90% of a round's answers) is taken as the base of a new slow start from the limit,
+//!   and judged quickly like one: a store saturated by a checkpoint's writes at 16
+//!   requests may serve its reads best at 128.
 //! - **hold and probe**: after [`PROBE_EVERY`] rounds at the limit, it tries a quarter more
 //!   and keeps it only if the rate rose by a tenth. A rate below half the held one means the
 //!   store's latency rose: slow start again from the limit; above twice, that it fell: slow
@@ -122,10 +122,17 @@ const MIN_ROUND_TIME: std::time::Duration = std::time::Duration::from_millis(50)
 /// one says little about the other. Measured: a 2 GiB checkpoint written at 16 requests
 /// (the server's core saturated: 32 answered 1.17× as fast) held its read at 16 as well,
 /// 1,129 MB/s where 128 read 3,060.
+///
+/// A GET's body is also told from the answers that carry only metadata (HEAD, LIST): rounds
+/// compare bytes per second, and a HEAD answers ~1/100 of the work of a ranged GET in ~its
+/// time, so a round that followed a loader's burst of sizing HEADs with its GETs would read as
+/// a hundredfold gain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// GET, HEAD, LIST (a GET of the bucket).
+    /// GET of an object's bytes.
     Read,
+    /// HEAD, LIST (a GET of the bucket): reads whose answers are metadata.
+    Meta,
     /// PUT, COPY, DELETE, and a multipart upload's create, parts, complete and abort.
     Write,
 }
@@ -145,7 +152,8 @@ pub enum Concurrency {
 enum Phase {
     /// Doubling while the rate follows; `base`: the limit before and its rate.
     SlowStart { base: Option<(f64, f64)> },
-    /// At a limit that paid; `rounds` measured there, at `rate` answers/s.
+    /// At a limit that paid; `rounds` measured there, at `rate` (bytes per second, with
+    /// `ANSWER_BYTES` per answer).
     Hold { rounds: u32, rate: f64 },
     /// Trying more than `from`, which answered at `rate`.
     Probe { from: f64, rate: f64 },
@@ -160,8 +168,8 @@ struct Round {
     answers: u64,
     /// The counted answers' bytes, each with `ANSWER_BYTES` more: what the rate is of.
     work: f64,
-    /// Counted answers that were writes (the rest were reads).
-    writes: u64,
+    /// Counted answers of each kind (`Kind as usize`).
+    kinds: [u64; 3],
     /// Sum and sum of squares of the counted answers' times, in seconds.
     took: f64,
     took_sq: f64,
@@ -178,7 +186,7 @@ impl Round {
             started: now,
             answers: 0,
             work: 0.0,
-            writes: 0,
+            kinds: [0; 3],
             took: 0.0,
             took_sq: 0.0,
             area: 0.0,
@@ -191,7 +199,7 @@ impl Round {
         let t = took.as_secs_f64();
         self.answers += 1;
         self.work += bytes as f64 + ANSWER_BYTES;
-        self.writes += u64::from(kind == Kind::Write);
+        self.kinds[kind as usize] += 1;
         self.took += t;
         self.took_sq += t * t;
     }
@@ -213,8 +221,9 @@ impl Round {
         let share = |n: u64| n as f64 >= ONE_KIND * self.answers as f64;
         match () {
             _ if self.answers == 0 => None,
-            _ if share(self.writes) => Some(Kind::Write),
-            _ if share(self.answers - self.writes) => Some(Kind::Read),
+            _ if share(self.kinds[Kind::Write as usize]) => Some(Kind::Write),
+            _ if share(self.kinds[Kind::Meta as usize]) => Some(Kind::Meta),
+            _ if share(self.kinds[Kind::Read as usize]) => Some(Kind::Read),
             _ => None,
         }
     }
@@ -468,7 +477,7 @@ impl Congestion {
         if after != before {
             tracing::debug!(
                 limit = after,
-                rate = s.rate,
+                bytes_per_s = s.rate,
                 "requests in flight: {before} -> {after}"
             );
         }
@@ -1034,7 +1043,7 @@ mod tests {
         // A store that moves 1 GB/s whatever is asked of it, asked for ranges of the size a
         // loader cuts at the limit of the moment (`RangeSize::Follow` within 256 MiB: 8 MiB
         // up to 31 requests, 4 MiB from 32): at twice the limit, twice the answers of half
-        // the size, the same bytes per second. Judged by answers alone the limit went to 32
+        // the size, the same bytes per second. Judged by answers alone the limit went to 40
         // (and, with a floor of 2 MiB, to 64).
         let c = adaptive(256);
         let server = std::sync::Arc::new(Mutex::new(Instant::now()));

@@ -141,7 +141,8 @@ pub enum RangeSize {
     /// rate)`, so where the controller finds that more requests pay, smaller ranges let the
     /// same memory hold them. Twice the limit, as the loader's window holds twice the limit
     /// in objects: the controller grows the limit only while requests wait beyond it.
-    /// Rounded up, so the budget holds one to two times the limit in ranges, and a loopback
+    /// Rounded up, so the budget holds one to two times the limit in ranges (fewer at the
+    /// floor: 64 of 4 MiB in 256 MiB, whatever the limit above 64), and a loopback
     /// server, which the controller serves with 16 to 31 requests, keeps the 8 MiB measured
     /// best there (4 MiB ranges read 0.91x as fast against nginx in the loader at prefetch
     /// 16, at 1.06x the CPU per GB for `sluice get`). A power of two, so that the limit's
@@ -168,11 +169,22 @@ pub const FOLLOW_MAX_RANGE: u64 = 8 << 20;
 pub const FOLLOW_MIN_RANGE: u64 = 4 << 20;
 
 impl RangeSize {
+    /// The size `set`, else one that follows the controller within `memory` bytes.
+    pub fn set_or_follow(set: Option<NonZeroU64>, memory: Option<u64>) -> Self {
+        set.map_or_else(|| Self::follow(memory), Self::Fixed)
+    }
+
     /// Follows the controller within `memory` bytes (`None`: no budget, the largest range).
     pub fn follow(memory: Option<u64>) -> Self {
         Self::Follow {
             memory: memory.unwrap_or(u64::MAX),
         }
+    }
+
+    /// The size of a range planned now by `store`'s client: by the requests its controller
+    /// allows now (`ObjectStore::congestion`; none: the largest).
+    pub fn for_client(self, store: &dyn crate::store::ObjectStore) -> NonZeroU64 {
+        self.now(store.congestion().map_or(0, |c| c.limit))
     }
 
     /// The size of a range planned now, when the client allows `limit` requests in flight
@@ -182,7 +194,7 @@ impl RangeSize {
             Self::Fixed(n) => return n,
             Self::Follow { .. } if limit == 0 => FOLLOW_MAX_RANGE,
             Self::Follow { memory } => {
-                let share = memory / (2 * limit as u64);
+                let share = memory / (limit as u64).saturating_mul(2);
                 let up = share
                     .checked_next_power_of_two()
                     .unwrap_or(FOLLOW_MAX_RANGE);

@@ -121,10 +121,17 @@ struct Limited<W> {
 }
 
 impl<W> Limited<W> {
-    /// One attempt, a request of `kind`, sent once the controller lets it.
-    async fn send<T>(&self, kind: Kind, attempt: impl Future<Output = Result<T>>) -> Result<T> {
-        let permit = self.congestion.acquire(kind).await;
+    /// One attempt, a request of `kind` whose body carries `bytes` (a PUT's or a part's;
+    /// 0 for the rest), sent once the controller lets it.
+    async fn send<T>(
+        &self,
+        kind: Kind,
+        bytes: u64,
+        attempt: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let mut permit = self.congestion.acquire(kind).await;
         let result = attempt.await;
+        permit.moved(bytes);
         permit.finish(&result);
         result
     }
@@ -135,6 +142,7 @@ impl<W> Limited<W> {
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Limited<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        // As `send`, with the bytes known once the body is in.
         let mut permit = self.congestion.acquire(Kind::Read).await;
         let before = sink.written();
         let result = self.wire.get_object(req, sink).await;
@@ -155,8 +163,13 @@ impl<W: Wire> PutWire for Limited<W> {
         checksum: Option<Crc>,
         opts: &PutOptions,
     ) -> Result<Option<String>> {
-        self.send(Kind::Write, self.wire.put_object(uri, data, checksum, opts))
-            .await
+        let bytes = data.len() as u64;
+        self.send(
+            Kind::Write,
+            bytes,
+            self.wire.put_object(uri, data, checksum, opts),
+        )
+        .await
     }
 
     async fn create_multipart_upload(
@@ -167,6 +180,7 @@ impl<W: Wire> PutWire for Limited<W> {
     ) -> Result<String> {
         self.send(
             Kind::Write,
+            0,
             self.wire.create_multipart_upload(uri, checksummed, opts),
         )
         .await
@@ -180,8 +194,10 @@ impl<W: Wire> PutWire for Limited<W> {
         data: Bytes,
         checksum: Option<Crc>,
     ) -> Result<Option<String>> {
+        let bytes = data.len() as u64;
         self.send(
             Kind::Write,
+            bytes,
             self.wire
                 .upload_part(uri, upload_id, part_number, data, checksum),
         )
@@ -198,6 +214,7 @@ impl<W: Wire> PutWire for Limited<W> {
     ) -> Result<Option<String>> {
         self.send(
             Kind::Write,
+            0,
             self.wire
                 .complete_multipart_upload(uri, upload_id, parts, checksum, mode),
         )
@@ -207,13 +224,14 @@ impl<W: Wire> PutWire for Limited<W> {
     async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
         self.send(
             Kind::Write,
+            0,
             self.wire.abort_multipart_upload(uri, upload_id),
         )
         .await
     }
 
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        self.send(Kind::Read, self.wire.head_object(uri)).await
+        self.send(Kind::Meta, 0, self.wire.head_object(uri)).await
     }
 }
 
@@ -251,7 +269,11 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             async move {
                 let opts = ListOptions::from(recursive, token);
                 self.inner
-                    .send(Kind::Read, self.inner.wire.list_objects_v2(&prefix, &opts))
+                    .send(
+                        Kind::Meta,
+                        0,
+                        self.inner.wire.list_objects_v2(&prefix, &opts),
+                    )
                     .await
             }
         })
@@ -260,7 +282,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         retry(&self.cfg().retry, || {
             self.inner
-                .send(Kind::Read, self.inner.wire.list_objects_v2(prefix, opts))
+                .send(Kind::Meta, 0, self.inner.wire.list_objects_v2(prefix, opts))
         })
         .await
     }
@@ -305,7 +327,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {
         retry(&self.cfg().retry, || async {
             self.inner
-                .send(Kind::Write, self.inner.wire.delete_object(uri))
+                .send(Kind::Write, 0, self.inner.wire.delete_object(uri))
                 .await
         })
         .await
@@ -320,7 +342,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             refused.extend(
                 retry(&self.cfg().retry, || async {
                     self.inner
-                        .send(Kind::Write, self.inner.wire.delete_objects(batch))
+                        .send(Kind::Write, 0, self.inner.wire.delete_objects(batch))
                         .await
                 })
                 .await?,
@@ -332,7 +354,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         retry(&self.cfg().retry, || async {
             self.inner
-                .send(Kind::Write, self.inner.wire.copy_object(from, to))
+                .send(Kind::Write, 0, self.inner.wire.copy_object(from, to))
                 .await
         })
         .await
@@ -345,7 +367,8 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             async move {
                 self.inner
                     .send(
-                        Kind::Read,
+                        Kind::Meta,
+                        0,
                         self.inner.wire.list_multipart_uploads(&prefix, from),
                     )
                     .await

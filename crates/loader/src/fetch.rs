@@ -38,10 +38,9 @@ impl Fetcher {
     /// How an object whose read begins now is cut: the range size follows the requests the
     /// store's client allows now, where it follows at all (`RangeSize::Follow`).
     pub(crate) fn planner(&self) -> RangePlanner {
-        let limit = self.store.congestion().map_or(0, |c| c.limit);
         RangePlanner {
             threshold: self.range_threshold,
-            chunk_size: self.range_size.now(limit),
+            chunk_size: self.range_size.for_client(self.store.as_ref()),
         }
     }
 
@@ -113,6 +112,8 @@ impl Fetcher {
             });
         }
         let chunk = planner.chunk_size.get();
+        // Admission covered the range size of its moment; the limit may have moved since.
+        cover(memory, chunk).await;
         let first = ByteRange::with_len(0, chunk).expect("chunk size is non-zero");
         // From the pool: a fresh chunk-sized allocation per object would be page-faulted in
         // every time (measured: the s3dlio-compatible loop, which never knows sizes, read

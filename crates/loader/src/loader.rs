@@ -88,7 +88,7 @@ pub struct LoaderOptions {
     /// Objects of at least this many bytes are read as parallel ranged GETs (default
     /// `DEFAULT_RANGE_THRESHOLD`); `RangePlanner::NEVER` reads every object with one GET.
     pub range_threshold: u64,
-    /// Bytes per ranged GET, the last range shorter; at least 1. `None` (the default): 2 to
+    /// Bytes per ranged GET, the last range shorter; at least 1. `None` (the default): 4 to
     /// 8 MiB, smaller as the store's client allows more requests within `memory_budget`
     /// (`sluice_core::RangeSize::Follow`), so that a store with latency gets more ranges in
     /// flight for the same memory.
@@ -149,10 +149,10 @@ impl LoaderOptions {
 
     /// How ranges are sized: as set, or following the store's client within the budget.
     pub(crate) fn range_size(&self) -> RangeSize {
-        match self.chunk_size.and_then(NonZeroU64::new) {
-            Some(n) => RangeSize::Fixed(n),
-            None => RangeSize::follow(self.memory_budget),
-        }
+        RangeSize::set_or_follow(
+            self.chunk_size.and_then(NonZeroU64::new),
+            self.memory_budget,
+        )
     }
 
     /// The most objects the loader may hold in flight: `prefetch`, or `FOLLOW_MAX`.

@@ -76,6 +76,8 @@ pub async fn get_one(
         let fetcher = Fetcher {
             store: store.clone(),
             range_threshold: DEFAULT_RANGE_THRESHOLD,
+            // Sized as a loader's ranges are; the window itself is the memory here, held
+            // whole by the caller, so no budget is enforced.
             range_size: RangeSize::follow(Some(DEFAULT_MEMORY_BUDGET)),
             pool,
             requests: Arc::new(Semaphore::new(FOLLOW_MAX)),

@@ -61,7 +61,8 @@ pub struct StatsSnapshot {
     pub window: usize,
     /// Bytes per ranged GET of an object whose read begins now: as set, or following the
     /// requests the store's client allows (`LoaderOptions::chunk_size`); 0 when no object is
-    /// ever split (`range_threshold` `NEVER`).
+    /// ever split (`range_threshold` `NEVER`). (`sluice get` reports the size it last cut an
+    /// object into, 0 when none was split.)
     pub range_size: u64,
 }
 

@@ -131,7 +131,7 @@ def test_a_reader_skipping_a_few_bytes_still_reads_ahead(server, client, prefix)
 
 def test_a_long_sequential_read_fetches_its_windows_as_parallel_ranges(server, client, prefix):
     # One GET per window is one connection: ~90 MB/s against S3 however large the window.
-    # Windows of 32 MiB and more are read as 8 MiB ranges of the version opened.
+    # Windows of 32 MiB and more are read as ranges (4 to 8 MiB) of the version opened.
     u = uri(server, prefix, "long")
     data = pattern(u, 80 << 20)
     client.put(u, data)

@@ -48,8 +48,8 @@ class LoaderStats(TypedDict):
     requests its client allows."""
     range_size: int
     """Bytes per ranged GET of an object whose read begins now: ``chunk_size``, or (the
-    default) ``memory_budget`` ÷ twice the requests its client allows, 4 to 8 MiB; 0 when no
-    object is split."""
+    default) ``memory_budget`` ÷ twice the requests its client allows, 4 to 8 MiB; 0 when
+    ``range_threshold`` turns splitting off."""
     congestion: Optional["Congestion"]
     """The client's requests in flight (``Client.congestion()``); None for local files."""
     endpoints: List["EndpointStats"]
@@ -107,7 +107,7 @@ class BufferPoolStats(TypedDict):
 
 class Congestion(TypedDict):
     """``Client.congestion()``: the client's requests in flight, found at run time (doubling
-    while the store's answer rate follows, held where it stops paying) and cut x0.7 per
+    while the store's rate follows, held where it stops paying) and cut x0.7 per
     SlowDown/429/503, timeout or reset; fixed when ``SLUICE_MAX_CONNECTIONS`` is set."""
 
     limit: int
