@@ -84,7 +84,7 @@ pub async fn pass(
     // store could hold (a hostile listing's) never becomes a list.
     let range_size = AtomicU64::new(0);
     let ranges = objects.iter().enumerate().flat_map(|(i, o)| {
-        let chunk = plan.range_size.for_client(store.as_ref());
+        let chunk = plan.range_size.for_client(store.congestion());
         let cut = cut(o.size, plan.range_threshold, chunk);
         if cut.count > 1 {
             range_size.store(cut.step, Ordering::Relaxed);

@@ -181,10 +181,10 @@ impl RangeSize {
         }
     }
 
-    /// The size of a range planned now by `store`'s client: by the requests its controller
-    /// allows now (`ObjectStore::congestion`; none: the largest).
-    pub fn for_client(self, store: &dyn crate::store::ObjectStore) -> NonZeroU64 {
-        self.now(store.congestion().map_or(0, |c| c.limit))
+    /// The size of a range planned now by a client whose controller stands at `congestion`
+    /// (`ObjectStore::congestion`; none: the largest): by the requests it allows now.
+    pub fn for_client(self, congestion: Option<crate::congestion::CongestionStats>) -> NonZeroU64 {
+        self.now(congestion.map_or(0, |c| c.limit))
     }
 
     /// The size of a range planned now, when the client allows `limit` requests in flight

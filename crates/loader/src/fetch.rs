@@ -40,7 +40,7 @@ impl Fetcher {
     pub(crate) fn planner(&self) -> RangePlanner {
         RangePlanner {
             threshold: self.range_threshold,
-            chunk_size: self.range_size.for_client(self.store.as_ref()),
+            chunk_size: self.range_size.for_client(self.store.congestion()),
         }
     }
 
