@@ -1,0 +1,74 @@
+# Sourced by scripts/dlio-e2e and scripts/mlpstorage-e2e (after `cd` to the repository, with
+# DLIO_SRC and OUT set): finds Python 3.12, installs MPI, DLIO, the real s3dlio and sluice's
+# wheel into VENV, writes the stand-in s3dlio, starts `sluice serve` on CPU 0 (SERVER, stopped
+# on exit) and defines the helpers both scripts use. ME names the script in messages.
+# `command -v python3.12` may name a pyenv shim that refuses to run: ask each candidate.
+if [ -z "${PY:-}" ]; then
+  for c in python3.12 "$HOME/.pyenv/versions/3.12.1/bin/python3.12" /usr/bin/python3.12; do
+    if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then PY=$c; break; fi
+  done
+fi
+[ -n "${PY:-}" ] || { echo "$ME: DLIO needs Python 3.12; set PY" >&2; exit 1; }
+VENV=$(realpath -m "${VENV:-target/dlio-venv}")
+S3DLIO_VERSION=${S3DLIO_VERSION:-0.9.106}
+PORT=9020 BUCKET=dlio-bench AK=sluice-test-access SK=sluice-test-secret
+mkdir -p "$OUT"
+export PIP_NO_CACHE_DIR=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# --- install (idempotent): MPI, DLIO and its dependencies (no tensorflow: framework pytorch),
+# the real s3dlio kept outside the venv (enabled per run with PYTHONPATH), sluice's wheel.
+if ! command -v mpirun >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q --no-binary=antlr4-python3-runtime --no-binary=mpi4py \
+    numpy h5py omegaconf "hydra-core>=1.3.2" pandas pillow psutil pyyaml typing-extensions \
+    "dgen-py>=0.2.4" pyarrow "pydftracer>=2.0.2" torch mpi4py "maturin>=1.9,<2"
+  "$VENV/bin/pip" install -q --no-deps -e "$DLIO_SRC"
+fi
+if [ ! -d "$VENV/s3dlio-site/s3dlio" ]; then
+  "$VENV/bin/pip" install -q --no-deps --only-binary=:all: --target "$VENV/s3dlio-site" "s3dlio==$S3DLIO_VERSION"
+fi
+if [ -z "${SKIP_BUILD:-}" ]; then
+  echo "$ME: building sluice's wheel for $("$VENV/bin/python" -V) (release)" >&2
+  "$VENV/bin/maturin" build --release -q -i "$VENV/bin/python" -m crates/py/Cargo.toml -o "$OUT/wheels" >&2
+  "$VENV/bin/pip" install -q --force-reinstall --no-deps "$OUT"/wheels/sluice-*.whl
+  cargo build --release -q -p sluice-cli
+fi
+
+# A stand-in s3dlio that fails on import: on PYTHONPATH in sluice runs, so any process that
+# the alias did not reach fails instead of quietly using the real library.
+mkdir -p "$OUT/stand-in/s3dlio"
+echo 'raise ImportError("real s3dlio imported in a sluice run: the alias missed this process")' \
+  > "$OUT/stand-in/s3dlio/__init__.py"
+
+# --- server on CPU 0
+taskset -c 0 target/release/sluice serve --no-https --addr 127.0.0.1:$PORT --bucket $BUCKET \
+  --access-key $AK --secret-key $SK > "$OUT/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
+# Another server on the port (an earlier run still going) would be measured instead.
+kill -0 $SERVER 2>/dev/null || { echo "$ME: sluice serve did not start on port $PORT:" >&2; cat "$OUT/server.log" >&2; exit 1; }
+
+# How a process gets LIB's `import s3dlio`: PP, its PYTHONPATH, and ALIAS, the arguments
+# that go before the program (`-m MODULE` or `-c CODE`).
+library() { # LIB
+  if [ "$1" = s3dlio ]; then
+    PP=$VENV/s3dlio-site ALIAS=()
+  else
+    PP=$OUT/stand-in ALIAS=(-m sluice.compat.alias)
+  fi
+}
+
+metric() { # LOG PATTERN -> the number after it, or nothing
+  grep -o "$2: [0-9.]*" "$1" | awk '{print $NF}' | tail -1
+}
+# Why a run failed: its last error line (a traceback's last line names the exception).
+why() {
+  if grep -q '^peak_rss: killed after' "$1"; then grep '^peak_rss: killed after' "$1" | cut -c1-40; return; fi
+  grep -E '(Error|Exception|error:)' "$1" | grep -v '^\s*File ' | tail -1 | cut -c1-160
+}
+median() { sort -n | awk '{a[NR]=$1} END {if (NR) print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
