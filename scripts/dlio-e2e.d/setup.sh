@@ -32,6 +32,7 @@ if [ ! -d "$VENV/s3dlio-site/s3dlio" ]; then
   "$VENV/bin/pip" install -q --no-deps --only-binary=:all: --target "$VENV/s3dlio-site" "s3dlio==$S3DLIO_VERSION"
 fi
 if [ -z "${SKIP_BUILD:-}" ]; then
+  rm -rf "$OUT/wheels" # one wheel to install, whatever earlier builds left
   echo "$ME: building sluice's wheel for $("$VENV/bin/python" -V) (release)" >&2
   "$VENV/bin/maturin" build --release -q -i "$VENV/bin/python" -m crates/py/Cargo.toml -o "$OUT/wheels" >&2
   "$VENV/bin/pip" install -q --force-reinstall --no-deps "$OUT"/wheels/sluice-*.whl
@@ -44,13 +45,17 @@ mkdir -p "$OUT/stand-in/s3dlio"
 echo 'raise ImportError("real s3dlio imported in a sluice run: the alias missed this process")' \
   > "$OUT/stand-in/s3dlio/__init__.py"
 
-# --- server on CPU 0
+# --- server on CPU 0; a port that already answers (an earlier run still going) would be
+# measured instead.
+if (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null; then
+  echo "$ME: something already answers on port $PORT (an earlier run?); stop it first" >&2
+  exit 1
+fi
 taskset -c 0 target/release/sluice serve --no-https --addr 127.0.0.1:$PORT --bucket $BUCKET \
   --access-key $AK --secret-key $SK > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-# Another server on the port (an earlier run still going) would be measured instead.
 kill -0 $SERVER 2>/dev/null || { echo "$ME: sluice serve did not start on port $PORT:" >&2; cat "$OUT/server.log" >&2; exit 1; }
 
 # How a process gets LIB's `import s3dlio`: PP, its PYTHONPATH, and ALIAS, the arguments
@@ -69,6 +74,7 @@ metric() { # LOG PATTERN -> the number after it, or nothing
 # Why a run failed: its last error line (a traceback's last line names the exception).
 why() {
   if grep -q '^peak_rss: killed after' "$1"; then grep '^peak_rss: killed after' "$1" | cut -c1-40; return; fi
-  grep -E '(Error|Exception|error:)' "$1" | grep -v '^\s*File ' | tail -1 | cut -c1-160
+  # `|| true`: a log without an error line says nothing, under `set -e` too.
+  grep -E '(Error|Exception|error:)' "$1" | grep -v '^\s*File ' | tail -1 | cut -c1-160 || true
 }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

@@ -7,15 +7,43 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
+/// Runs `sluice ARGS` to its end, or kills it after a minute and fails: a command that
+/// waits for ever (a GET waiting for memory that never frees) fails the test, not hangs it.
 fn sluice(server: &TestServer, args: &[&str]) -> Output {
-    let t = Instant::now();
-    let out = command(server).args(args).output().expect("sluice runs");
-    assert!(
-        t.elapsed() < Duration::from_secs(60),
-        "sluice {args:?} took {:?}",
-        t.elapsed()
-    );
-    out
+    const LIMIT: Duration = Duration::from_secs(60);
+    let mut child = command(server)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    // Drained while it runs, so that a full pipe cannot stop it.
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            pipe.read_to_end(&mut buf).map(|_| buf)
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("sluice {args:?} still running after {LIMIT:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap().unwrap(),
+        stderr: stderr.join().unwrap().unwrap(),
+    }
 }
 
 /// `sluice` set up to reach `server`, and nothing else.
@@ -128,19 +156,20 @@ async fn gen_ls_get_put_rm_round_trip() {
     assert!(s.storage().get(DEFAULT_BUCKET, "copy.npz").is_err());
 }
 
+/// Stores `size` bytes of the test pattern under `key`; returns its URI.
+fn insert_pattern(s: &TestServer, key: &str, size: usize) -> String {
+    let data = sluice_testdata::pattern::generate(key, size);
+    s.insert(DEFAULT_BUCKET, key, bytes::Bytes::from(data));
+    format!("s3://sluice-test/{key}")
+}
+
 /// `sluice get` cuts ranges of the memory budget ÷ twice the GETs in flight (4 to 8 MiB)
 /// unless `--chunk-size` is given, and every byte arrives whichever size was chosen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_cuts_ranges_that_follow_the_gets_in_flight() {
     let s = server().await;
     let size = (40 << 20) + 3;
-    let key = "big/one.bin";
-    s.insert(
-        DEFAULT_BUCKET,
-        key,
-        bytes::Bytes::from(sluice_testdata::pattern::generate(key, size)),
-    );
-    let uri = format!("s3://sluice-test/{key}");
+    let uri = insert_pattern(&s, "big/one.bin", size);
     for (args, range) in [
         (&["-j", "2"][..], 8u64 << 20),
         (&["-j", "8"][..], 4 << 20),
@@ -173,18 +202,12 @@ async fn get_keeps_its_pieces_in_flight_within_the_memory_budget() {
     for (budget, chunk, most) in [("8MiB", "2MiB", 4), ("1MiB", "4MiB", 1)] {
         let s = server().await;
         let size = (24 << 20) + 5;
-        let key = "budget/one.bin";
-        s.insert(
-            DEFAULT_BUCKET,
-            key,
-            bytes::Bytes::from(sluice_testdata::pattern::generate(key, size)),
-        );
+        let uri = insert_pattern(&s, "budget/one.bin", size);
         // Each request waits 50 ms in the server: the GETs allowed at once are there at once.
         s.faults().inject(
             sluice_testserver::Fault::Latency(Duration::from_millis(50)),
             1000,
         );
-        let uri = format!("s3://sluice-test/{key}");
         let out = sluice(
             &s,
             &[

@@ -28,7 +28,8 @@
 //!   phase's rates were measured on another (reads of bytes, of metadata, writes; [`Kind`],
 //!   ≥ 90% of a round's answers) is taken as the base of a new slow start from the limit,
 //!   and judged quickly like one: a store saturated by a checkpoint's writes at 16
-//!   requests may serve its reads best at 128.
+//!   requests may serve its reads best at 128. After metadata, whose requests wait on
+//!   latency alone, the new search starts from [`ADAPTIVE_START`] instead.
 //! - **hold and probe**: after [`PROBE_EVERY`] rounds at the limit, it tries a quarter more
 //!   and keeps it only if the rate rose by a tenth. A rate below half the held one means the
 //!   store's latency rose: slow start again from the limit; above twice, that it fell: slow
@@ -525,6 +526,7 @@ impl Congestion {
         let elapsed = now.duration_since(s.round.started);
         let round_kind = s.round.kind();
         let other_work = matches!((round_kind, s.judged_on), (Some(a), Some(b)) if a != b);
+        let after_meta = other_work && s.judged_on == Some(Kind::Meta);
         let quick = other_work || matches!(s.phase, Phase::SlowStart { .. });
         if !s.round.is_complete(s.allowed(self.max), quick) || elapsed < MIN_ROUND_TIME {
             return;
@@ -551,6 +553,13 @@ impl Congestion {
             s.phase
         };
         let (next, phase) = match phase {
+            // HEADs and LISTs wait on latency alone, so a burst of them (`sluice get` sizing
+            // its objects) can draw the limit to the cap, and a slow start from there never
+            // goes below it: bytes search from the start, as a fresh client's do.
+            _ if after_meta => (
+                (ADAPTIVE_START as f64).min(s.limit),
+                Phase::SlowStart { base: None },
+            ),
             Phase::SlowStart {
                 base: Some((from, was)),
             } if rate < was * SLOW_START_GAIN => (
@@ -937,6 +946,28 @@ mod tests {
             "{after_writes} -> {:?}",
             c.stats()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_after_a_burst_of_heads_search_again_from_the_start() {
+        // HEADs take 30 ms however many are in flight: the limit goes to the cap. Reads then
+        // find the store saturated (1,000/s, one at a time): a search from the HEADs' limit
+        // would never come down from it.
+        let c = adaptive(256);
+        simulate_kind(&c, 400, Kind::Meta, Duration::from_secs(5), |_, _| {
+            (Duration::from_millis(30), Ok(()))
+        })
+        .await;
+        assert_eq!(c.stats().limit, 256, "{:?}", c.stats());
+        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        simulate(&c, 400, Duration::from_secs(10), move |now, _| {
+            let mut free = server.lock().unwrap();
+            *free = (*free).max(now) + Duration::from_millis(1);
+            (*free - now, Ok(()))
+        })
+        .await;
+        let s = c.stats();
+        assert!(s.limit <= 2 * ADAPTIVE_START, "{s:?}");
     }
 
     #[tokio::test(start_paused = true)]
