@@ -227,3 +227,44 @@ async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
         );
     }
 }
+
+/// Objects whose sizes are unknown (no listing: the first ranged GET learns each size) are
+/// held within the budget as well, range by range (7 ranges each, 9 in the budget), and an
+/// object larger than the whole budget is read alone, with all of it, rather than waiting for
+/// ever (2 ranges of 4 MiB in a budget of 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_unknown_size_stay_within_the_budget() {
+    const MIB: usize = 1 << 20;
+    for (chunk, budget, most) in [(MIB, 9 * MIB, 9), (4 * MIB, MIB, 2)] {
+        let s = Arc::new(S3Store::over(Faulty::new(
+            MemoryWire::new(testing::config()).with_latency(std::time::Duration::from_millis(50)),
+        )));
+        let keys: Vec<String> = (0..4).map(|i| format!("u/{i}")).collect();
+        for k in &keys {
+            s.wire().inner().insert(&uri(k), data(k, 6 * MIB + 7));
+        }
+        let opts = LoaderOptions {
+            order: Order::Input,
+            prefetch: Some(4),
+            range_threshold: 2 * MIB as u64,
+            chunk_size: Some(chunk as u64),
+            memory_budget: Some(budget as u64),
+            ..LoaderOptions::default()
+        };
+        let ds = Dataset::from_uris(keys.iter().map(|k| uri(k)));
+        let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(60), drain(&mut loader))
+            .await
+            .expect("the loader finishes");
+        assert_eq!(got.len(), keys.len(), "{chunk} in {budget}");
+        for (o, k) in got.iter().zip(&keys) {
+            let o = o.as_ref().unwrap();
+            assert_eq!(o.data, data(k, 6 * MIB + 7), "{k}: {chunk} in {budget}");
+        }
+        let peak = s.wire().inner().peak_in_flight();
+        assert!(
+            (1..=most).contains(&peak),
+            "{chunk}-byte ranges in a {budget}-byte budget: {peak} GETs at once"
+        );
+    }
+}
