@@ -833,6 +833,24 @@ mod tests {
         samples
     }
 
+    /// A store that serves one request at a time: each waits for those before it, then for
+    /// its own service time, however many are in flight. Clones share the one queue.
+    #[derive(Clone)]
+    struct OneAtATime(std::sync::Arc<Mutex<Instant>>);
+
+    impl OneAtATime {
+        fn new() -> Self {
+            Self(std::sync::Arc::new(Mutex::new(Instant::now())))
+        }
+
+        /// How long a request that arrives at `now` and takes `service` waits for its answer.
+        fn answer(&self, now: Instant, service: Duration) -> Duration {
+            let mut free = self.0.lock().unwrap();
+            *free = (*free).max(now) + service;
+            *free - now
+        }
+    }
+
     fn adaptive(max: usize) -> std::sync::Arc<Congestion> {
         std::sync::Arc::new(Congestion::new(max, Concurrency::Adaptive, quick()))
     }
@@ -922,18 +940,14 @@ mod tests {
         // Writes saturate the store at 100/s (10 ms each, one at a time): the limit stays at
         // or near 16. Reads then take 200 ms however many are in flight: the limit must not
         // stay where the writes left it.
-        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let server = OneAtATime::new();
         let c = adaptive(256);
         simulate_kind(
             &c,
             64,
             Kind::Write,
             Duration::from_secs(20),
-            move |now, _| {
-                let mut free = server.lock().unwrap();
-                *free = (*free).max(now) + Duration::from_millis(10);
-                (*free - now, Ok(()))
-            },
+            move |now, _| (server.answer(now, Duration::from_millis(10)), Ok(())),
         )
         .await;
         let after_writes = c.stats().limit;
@@ -959,11 +973,9 @@ mod tests {
         })
         .await;
         assert_eq!(c.stats().limit, 256, "{:?}", c.stats());
-        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let server = OneAtATime::new();
         simulate(&c, 400, Duration::from_secs(10), move |now, _| {
-            let mut free = server.lock().unwrap();
-            *free = (*free).max(now) + Duration::from_millis(1);
-            (*free - now, Ok(()))
+            (server.answer(now, Duration::from_millis(1)), Ok(()))
         })
         .await;
         let s = c.stats();
@@ -973,14 +985,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_change_of_kind_ends_the_round_in_progress() {
         // Writes held at a saturated store (100/s), stopped a third of the way into a round.
-        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let server = OneAtATime::new();
         let c = adaptive(256);
         let writes = |c, run| {
             let server = server.clone();
             simulate_kind(c, 64, Kind::Write, run, move |now, _| {
-                let mut free = server.lock().unwrap();
-                *free = (*free).max(now) + Duration::from_millis(10);
-                (*free - now, Ok(()))
+                (server.answer(now, Duration::from_millis(10)), Ok(()))
             })
         };
         writes(&c, Duration::from_secs(20)).await;
@@ -1036,15 +1046,13 @@ mod tests {
     async fn work_that_keeps_changing_kind_on_a_saturated_store_does_not_climb() {
         // Reads and writes in turns of 2 s, the store serving 1,000/s of either whatever the
         // limit: each change searches again, and each search undoes its doubling.
-        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let server = OneAtATime::new();
         let c = adaptive(256);
         for turn in 0..8 {
             let kind = [Kind::Read, Kind::Write][turn % 2];
             let server = server.clone();
             simulate_kind(&c, 400, kind, Duration::from_secs(2), move |now, _| {
-                let mut free = server.lock().unwrap();
-                *free = (*free).max(now) + Duration::from_millis(1);
-                (*free - now, Ok(()))
+                (server.answer(now, Duration::from_millis(1)), Ok(()))
             })
             .await;
         }
@@ -1056,12 +1064,10 @@ mod tests {
     async fn a_saturated_store_is_not_given_more_than_pays() {
         // One request at a time, 1 ms each: 1,000/s whatever the limit; more in flight only
         // queue.
-        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let server = OneAtATime::new();
         let c = adaptive(256);
         simulate(&c, 400, Duration::from_secs(20), move |now, _| {
-            let mut free = server.lock().unwrap();
-            *free = (*free).max(now) + Duration::from_millis(1);
-            (*free - now, Ok(()))
+            (server.answer(now, Duration::from_millis(1)), Ok(()))
         })
         .await;
         let s = c.stats();
@@ -1077,7 +1083,7 @@ mod tests {
         // the size, the same bytes per second. Judged by answers alone the limit went to 40
         // (and, with a floor of 2 MiB, to 64).
         let c = adaptive(256);
-        let server = std::sync::Arc::new(Mutex::new(Instant::now()));
+        let server = OneAtATime::new();
         let follow = crate::range::RangeSize::follow(Some(256 << 20));
         let end = Instant::now() + Duration::from_secs(20);
         let mut tasks = tokio::task::JoinSet::new();
@@ -1087,13 +1093,8 @@ mod tests {
                 while Instant::now() < end {
                     let mut p = c.acquire(Kind::Read).await;
                     let bytes = follow.now(c.stats().limit).get();
-                    let done = {
-                        let mut free = server.lock().unwrap();
-                        *free = (*free).max(Instant::now())
-                            + Duration::from_secs_f64(bytes as f64 / 1e9);
-                        *free
-                    };
-                    tokio::time::sleep_until(done).await;
+                    let service = Duration::from_secs_f64(bytes as f64 / 1e9);
+                    tokio::time::sleep(server.answer(Instant::now(), service)).await;
                     p.moved(bytes);
                     p.finish(&Ok(()));
                 }
@@ -1109,7 +1110,7 @@ mod tests {
         // 1 ms, then 500 ms for 60 s, then 1 ms again; a store that serves 2,000/s at most,
         // so at 1 ms the limit that pays is small and at 500 ms ~1,000 would.
         let t0 = Instant::now();
-        let server = std::sync::Arc::new(Mutex::new(t0));
+        let server = OneAtATime::new();
         let c = adaptive(128);
         let latency = move |now: Instant| {
             let t = now - t0;
@@ -1120,9 +1121,10 @@ mod tests {
             }
         };
         let limits = simulate(&c, 300, Duration::from_secs(80), move |now, _| {
-            let mut free = server.lock().unwrap();
-            *free = (*free).max(now) + Duration::from_micros(500);
-            (*free - now + latency(now), Ok(()))
+            (
+                server.answer(now, Duration::from_micros(500)) + latency(now),
+                Ok(()),
+            )
         })
         .await;
         assert!(
