@@ -159,6 +159,7 @@ pub async fn pass(
             range_size: range_size.load(Ordering::Relaxed),
             batch_gap_p50: Duration::ZERO,
             batch_gap_max: Duration::ZERO,
+            over_budget: 0,
         },
         refused,
     })

@@ -13,6 +13,13 @@
 //! So the only object that may hold part of its memory while waiting for more is the one
 //! with the turn, and every object before it holds all of its own: those finish, are taken
 //! and give their memory back, whatever order the consumer takes them in. No deadlock.
+//!
+//! An object named without a size is budgeted at a guess (the largest size the loader has
+//! seen) and gives up the turn at once when the guess says one request will read it, so that
+//! small objects are not admitted one round trip at a time. One that turns out larger than
+//! its guess holds no turn, so it never waits: it takes what memory is free and reads the
+//! rest over the budget ([`Reservation::over`]). Only objects larger than every object seen
+//! before their admission can do so; a dataset listed with its sizes never does.
 
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -57,6 +64,15 @@ impl MemoryUnits {
             .expect("never closed")
     }
 
+    /// Up to `units` of those free now, without waiting (`None` when none are).
+    fn take_free(&self, units: u32) -> Option<OwnedSemaphorePermit> {
+        let free = u32::try_from(self.units.available_permits()).unwrap_or(u32::MAX);
+        match units.min(free) {
+            0 => None,
+            n => self.units.clone().try_acquire_many_owned(n).ok(),
+        }
+    }
+
     #[cfg(test)]
     pub(crate) fn available(&self) -> u64 {
         self.units.available_permits() as u64 * MEMORY_UNIT
@@ -90,6 +106,7 @@ impl Budget {
             memory: self.memory.clone(),
             held: None,
             turn: Some(turn),
+            over: 0,
         };
         r.cover(first).await;
         r
@@ -103,22 +120,49 @@ pub(crate) struct Reservation {
     memory: MemoryUnits,
     held: Option<OwnedSemaphorePermit>,
     turn: Option<OwnedSemaphorePermit>,
+    /// Bytes covered beyond what could be held, without the turn (see the module's doc).
+    over: u64,
 }
 
 impl Reservation {
-    /// Holds memory for the object's first `bytes` bytes, waiting for it as needed. An object
-    /// larger than the whole budget holds all of it and reads the rest under that.
+    /// Holds memory for the object's first `bytes` bytes. With the turn it waits for that
+    /// memory as needed; an object larger than the whole budget holds all of it and reads
+    /// the rest under that. Without the turn it never waits: what is not free now is
+    /// counted in [`over`](Self::over) instead.
     pub(crate) async fn cover(&mut self, bytes: u64) {
         let want = self.memory.units_for(bytes);
-        let have = self.held.as_ref().map_or(0, |p| p.num_permits() as u32);
+        let have = self.held_units();
         if want <= have {
             return;
         }
-        let more = self.memory.take(want - have).await;
-        match &mut self.held {
-            Some(held) => held.merge(more),
-            None => self.held = Some(more),
+        let more = if self.turn.is_some() {
+            Some(self.memory.take(want - have).await)
+        } else {
+            self.memory.take_free(want - have)
+        };
+        if let Some(more) = more {
+            match &mut self.held {
+                Some(held) => held.merge(more),
+                None => self.held = Some(more),
+            }
         }
+        let short = want.saturating_sub(self.held_units());
+        self.over = self.over.max(u64::from(short) * MEMORY_UNIT);
+    }
+
+    fn held_units(&self) -> u32 {
+        self.held.as_ref().map_or(0, |p| p.num_permits() as u32)
+    }
+
+    /// Bytes this object reads beyond the memory it holds: read without the turn, it was
+    /// larger than its guess when the budget had no more free.
+    pub(crate) fn over(&self) -> u64 {
+        self.over
+    }
+
+    /// Whether the object still has the turn (it may wait for memory).
+    pub(crate) fn has_turn(&self) -> bool {
+        self.turn.is_some()
     }
 
     /// All the memory the object will need is held: the next object's turn.
@@ -203,6 +247,27 @@ mod tests {
         drop(big);
         let next = finishes(budget.admit(64 * MIB)).await.expect("admitted");
         assert_eq!(next.held_bytes(), 64 * MIB);
+    }
+
+    #[tokio::test]
+    async fn without_the_turn_an_object_takes_what_is_free_and_never_waits() {
+        let budget = Budget::new(16 * MIB);
+        let mut guessed = budget.admit(MIB).await;
+        guessed.complete();
+        let mut other = budget.admit(12 * MIB).await;
+        other.complete();
+        // 3 MiB free: a guess of 1 MiB that turns out 6 MiB takes them and is 2 MiB over.
+        finishes(guessed.cover(6 * MIB)).await.expect("never waits");
+        assert_eq!(guessed.held_bytes(), 4 * MIB);
+        assert_eq!(guessed.over(), 2 * MIB);
+        assert_eq!(budget.memory.available(), 0);
+        // Nothing free: nothing more held, all of the rest over.
+        finishes(guessed.cover(10 * MIB))
+            .await
+            .expect("never waits");
+        assert_eq!(guessed.over(), 6 * MIB);
+        drop((guessed, other));
+        assert_eq!(budget.memory.available(), 16 * MIB);
     }
 
     #[tokio::test]

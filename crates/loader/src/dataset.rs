@@ -4,14 +4,14 @@
 use futures::TryStreamExt;
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Result};
 
-/// One object to read; `size` when a listing told us (so no HEAD is ever needed), and the
+/// One object to read; `size` when a listing told us, and the
 /// listing's `etag`, which pins every request for the object to the version listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// The object.
     pub uri: ObjectUri,
-    /// Its size in bytes, when known. `None`: learned by a HEAD when the loader has a memory
-    /// budget, else from the first response.
+    /// Its size in bytes, when known. `None`: learned from the first response (no HEAD);
+    /// a memory budget counts it at the largest size seen until then.
     pub size: Option<u64>,
     /// The version to read. `None`: whichever version the first response serves, which
     /// then pins the rest of the read.

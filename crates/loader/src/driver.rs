@@ -9,7 +9,7 @@ use crate::dataset::Item;
 use crate::fetch::{Fetched, Fetcher};
 use crate::loader::{Delivery, FOLLOW_MAX, FOLLOW_MIN, LoaderOptions, Object, OnError, Order};
 use crate::stats::Stats;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use sluice_core::{Error, Result};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -18,74 +18,29 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{JoinError, JoinSet};
-use tokio_util::task::AbortOnDropHandle;
 
 /// An item whose turn has come: it holds a prefetch slot and, under a memory budget, memory
 /// for its first piece (the rest is taken as its requests go out: `budget`).
 struct Admitted {
     seq: usize,
-    item: Result<Item>,
+    item: Item,
     slot: OwnedSemaphorePermit,
     memory: Option<Reservation>,
 }
 
-type Sized = futures::stream::BoxStream<'static, (usize, Result<Item>)>;
-
-/// The items in dataset order, each with its size known when a memory budget needs it: an
-/// object named without a size is asked for it with a HEAD (a few ahead, pipelined), whose
-/// ETag then pins the read to the version measured. Memory is then taken in dataset order,
-/// each range's before its GET, so the budget holds for every byte and no later object can
-/// starve an earlier one (`budget`: the loader cannot deadlock in either order).
-fn sized_items(fetcher: &Fetcher, items: Vec<Item>, budget: bool, ahead: usize) -> Sized {
-    let store = fetcher.store.clone();
-    let requests = fetcher.requests.clone();
-    futures::stream::iter(items.into_iter().enumerate())
-        .map(move |(seq, item)| {
-            if !budget || item.size.is_some() {
-                return futures::future::ready((seq, Ok(item))).boxed();
-            }
-            let (store, requests) = (store.clone(), requests.clone());
-            let uri = item.uri.to_string();
-            // Its own task: a HEAD holds one of the loader's request permits, and must give
-            // it back whether or not the driver is polling this stream (it may be waiting for
-            // memory that only fetches needing those permits can free).
-            let head = AbortOnDropHandle::new(tokio::spawn(async move {
-                let Ok(_permit) = requests.acquire().await else {
-                    return Err(Error::Cancelled {
-                        uri: item.uri.to_string(),
-                    });
-                };
-                // A failed HEAD says little (its answer has no body, so no S3 error code):
-                // the item goes on unsized, and its GET reports what the server says.
-                Ok(match store.head(&item.uri).await {
-                    Ok(meta) => Item {
-                        size: Some(meta.size),
-                        etag: meta.etag,
-                        uri: item.uri,
-                    },
-                    Err(_) => item,
-                })
-            }));
-            head.map(move |joined| {
-                let item = joined.unwrap_or_else(|e| {
-                    Err(Error::integrity(uri, format!("sizing task failed: {e}")))
-                });
-                (seq, item)
-            })
-            .boxed()
-        })
-        .buffered(ahead)
-        .boxed()
-}
+/// The items in dataset order, numbered. Nothing is asked before an object's first GET: an
+/// object named without a size learns it from its first answer, and under a memory budget
+/// is admitted on a guess (`Fetcher::first_piece`).
+type Items = std::iter::Enumerate<std::vec::IntoIter<Item>>;
 
 /// Waits for the next item's prefetch slot and memory. Cancel-safe, for `select!`: an item
-/// taken from `sized` waits in `staged` until its memory is granted. `None` at the end.
+/// taken from `items` waits in `staged` until its memory is granted. `None` at the end.
 async fn admit(
     slots: &Arc<Semaphore>,
-    sized: &mut Sized,
-    staged: &mut Option<(OwnedSemaphorePermit, usize, Result<Item>)>,
+    items: &mut Items,
+    staged: &mut Option<(OwnedSemaphorePermit, usize, Item)>,
     budget: Option<&Budget>,
-    first_chunk: u64,
+    fetcher: &Fetcher,
 ) -> Option<Admitted> {
     if staged.is_none() {
         let slot = slots
@@ -93,20 +48,19 @@ async fn admit(
             .acquire_owned()
             .await
             .expect("semaphore never closed");
-        let (seq, item) = sized.next().await?;
+        let (seq, item) = items.next()?;
         *staged = Some((slot, seq, item));
     }
-    let size = match staged {
-        Some((_, _, Ok(item))) => item.size,
-        _ => None,
-    };
+    let size = staged.as_ref().and_then(|(_, _, item)| item.size);
     let memory = match budget {
-        // The first request's worth; unsized under a budget only when its HEAD failed: one
-        // chunk, as the first range.
-        Some(b) => Some(
-            b.admit(size.map_or(first_chunk, |s| s.min(first_chunk)))
-                .await,
-        ),
+        Some(b) => {
+            let first = fetcher.first_piece(size);
+            let mut memory = b.admit(first.bytes).await;
+            if first.done {
+                memory.complete();
+            }
+            Some(memory)
+        }
         None => None,
     };
     let (slot, seq, item) = staged.take().expect("staged above");
@@ -139,42 +93,45 @@ impl InOrder {
     }
 }
 
-/// Objects allowed in flight: the caller's `prefetch`, or (`None`) twice the requests the
-/// store's client allows now (`FOLLOW_MIN`). It only grows: the client's limit is what
-/// shrinks when the store asks for fewer, and objects waiting for a request hold no more
-/// than their first piece of the memory budget.
+/// Objects allowed in flight (being read, or read and waiting for the consumer): with a
+/// `prefetch` set, that many waiting plus the requests the store's client allows now, so
+/// that small objects under latency fill the requests whatever `prefetch` is; without, twice
+/// those requests (`FOLLOW_MIN`). It only grows: the client's limit is what shrinks when the
+/// store asks for fewer, and objects waiting for a request hold no more than their first
+/// piece of the memory budget.
 struct Window {
     slots: Arc<Semaphore>,
     size: usize,
-    follows: bool,
+    prefetch: Option<usize>,
+    max: usize,
 }
 
 impl Window {
-    fn new(prefetch: Option<usize>, fetcher: &Fetcher) -> Self {
-        let size = prefetch.unwrap_or_else(|| Self::followed(fetcher));
-        Self {
-            slots: Arc::new(Semaphore::new(size)),
-            size,
-            follows: prefetch.is_none(),
+    fn new(opts: &LoaderOptions, fetcher: &Fetcher) -> Self {
+        let mut w = Self {
+            slots: Arc::new(Semaphore::new(0)),
+            size: 0,
+            prefetch: opts.prefetch,
+            max: opts.window_max(),
+        };
+        w.update(fetcher);
+        w
+    }
+
+    fn target(&self, fetcher: &Fetcher) -> usize {
+        let limit = fetcher.store.congestion().map_or(0, |c| c.limit);
+        match self.prefetch {
+            Some(p) => p.saturating_add(limit).min(self.max),
+            None => (2 * limit).clamp(FOLLOW_MIN, FOLLOW_MAX),
         }
     }
 
-    fn followed(fetcher: &Fetcher) -> usize {
-        let limit = fetcher.store.congestion().map_or(0, |c| c.limit);
-        (2 * limit).clamp(FOLLOW_MIN, FOLLOW_MAX)
-    }
-
-    fn grow_to(&mut self, size: usize) {
+    /// Follows the store's limit; returns the size now.
+    fn update(&mut self, fetcher: &Fetcher) -> usize {
+        let size = self.target(fetcher);
         if size > self.size {
             self.slots.add_permits(size - self.size);
             self.size = size;
-        }
-    }
-
-    /// Follows the store's limit, where it does; returns the size now.
-    fn update(&mut self, fetcher: &Fetcher) -> usize {
-        if self.follows {
-            self.grow_to(Self::followed(fetcher));
         }
         self.size
     }
@@ -204,9 +161,9 @@ pub(crate) struct Driver {
     stats: Arc<Stats>,
     window: Window,
     budget: Option<Budget>,
-    sized: Sized,
-    /// An item taken from `sized`, waiting for its memory (see `admit`).
-    staged: Option<(OwnedSemaphorePermit, usize, Result<Item>)>,
+    items: Items,
+    /// An item taken from `items`, waiting for its memory (see `admit`).
+    staged: Option<(OwnedSemaphorePermit, usize, Item)>,
     tasks: JoinSet<(usize, Delivery)>,
     in_order: InOrder,
 }
@@ -220,9 +177,7 @@ impl Driver {
         stats: Arc<Stats>,
     ) -> Self {
         let budget = opts.memory_budget.map(Budget::new);
-        // HEADs run as far ahead as the window may ever reach: each waits for a request.
-        let sized = sized_items(&fetcher, items, budget.is_some(), opts.window_max());
-        let window = Window::new(opts.prefetch, &fetcher);
+        let window = Window::new(&opts, &fetcher);
         stats.window.store(window.size, Ordering::Relaxed);
         stats
             .range_size
@@ -230,7 +185,7 @@ impl Driver {
         Self {
             window,
             budget,
-            sized,
+            items: items.into_iter().enumerate(),
             staged: None,
             tasks: JoinSet::new(),
             in_order: InOrder::default(),
@@ -246,12 +201,11 @@ impl Driver {
     pub(crate) async fn run(mut self) {
         let mut exhausted = false;
         loop {
-            let chunk = self.fetcher.planner().chunk_size.get();
             let next = tokio::select! {
                 // Completed fetches first: they free slots and keep the consumer fed.
                 biased;
                 Some(joined) = self.tasks.join_next() => self.finished(joined).await,
-                admitted = admit(&self.window.slots, &mut self.sized, &mut self.staged, self.budget.as_ref(), chunk), if !exhausted => {
+                admitted = admit(&self.window.slots, &mut self.items, &mut self.staged, self.budget.as_ref(), &self.fetcher), if !exhausted => {
                     match admitted {
                         Some(a) => self.start(a),
                         None => exhausted = true,
@@ -279,18 +233,18 @@ impl Driver {
         self.tasks.spawn(async move {
             let t0 = Instant::now();
             let mut memory = memory;
-            let item = match item {
-                Ok(item) => fetch_one(&fetcher, &item, memory.as_mut()).await.map(|f| {
-                    stats.fetched(f.data.len() as u64, f.requests, f.attempts, t0.elapsed());
-                    Object {
-                        uri: item.uri,
-                        data: f.data,
-                    }
-                }),
-                Err(e) => Err(e),
-            };
+            let item = fetch_one(&fetcher, &item, memory.as_mut()).await.map(|f| {
+                stats.fetched(f.data.len() as u64, f.requests, f.attempts, t0.elapsed());
+                Object {
+                    uri: item.uri,
+                    data: f.data,
+                }
+            });
             if item.is_err() {
                 stats.failed();
+            }
+            if let Some(m) = &memory {
+                stats.over_budget.fetch_max(m.over(), Ordering::Relaxed);
             }
             let delivery = Delivery {
                 item,

@@ -10,6 +10,7 @@ use sluice_core::{
     SegmentedBuffer,
 };
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -24,6 +25,33 @@ pub struct Fetcher {
     pub pool: Arc<BufferPool>,
     /// Global cap on HTTP requests in flight across all objects.
     pub requests: Arc<Semaphore>,
+    /// The largest object this fetcher has learned the size of.
+    pub largest: Arc<Largest>,
+}
+
+/// The largest size seen so far (none at first): what an object named without a size is
+/// budgeted at before its first answer tells its own.
+#[derive(Debug, Default)]
+pub struct Largest(AtomicU64);
+
+impl Largest {
+    /// `size + 1`, so that 0 can mean none seen and an empty object still counts.
+    fn saw(&self, size: u64) {
+        self.0.fetch_max(size.saturating_add(1), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Option<u64> {
+        self.0.load(Ordering::Relaxed).checked_sub(1)
+    }
+}
+
+/// How admission budgets an object's first request (`Fetcher::first_piece`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FirstPiece {
+    /// Bytes of memory to hold before the first request goes out.
+    pub bytes: u64,
+    /// The object is taken to need nothing more: the next object may take its turn now.
+    pub done: bool,
 }
 
 /// A fetched object and what it cost.
@@ -41,6 +69,31 @@ impl Fetcher {
         RangePlanner {
             threshold: self.range_threshold,
             chunk_size: self.range_size.for_client(self.store.congestion()),
+        }
+    }
+
+    /// What admission takes for an object of `size` (when known) whose read begins now:
+    /// memory for its first request, and whether that is all of it. A known size, or no
+    /// guess yet, holds the turn until the object's size is covered (`budget`). Otherwise the
+    /// object is guessed at the largest size seen; where one request reads an object of that
+    /// size, that is all it takes, and the next object is admitted without waiting for this
+    /// one's answer (one round trip per object otherwise, where objects are small).
+    pub(crate) fn first_piece(&self, size: Option<u64>) -> FirstPiece {
+        let planner = self.planner();
+        let chunk = planner.chunk_size.get();
+        match (size, self.largest.get()) {
+            (Some(size), _) => FirstPiece {
+                bytes: size.min(chunk),
+                done: false,
+            },
+            (None, Some(guess)) if !planner.splits() || guess <= chunk => FirstPiece {
+                bytes: guess,
+                done: true,
+            },
+            (None, _) => FirstPiece {
+                bytes: chunk,
+                done: false,
+            },
         }
     }
 
@@ -100,11 +153,19 @@ impl Fetcher {
         memory: &mut Option<&mut Reservation>,
     ) -> Result<Fetched> {
         let planner = self.planner();
+        // A buffer for the size guessed where there is a guess: a chunk-sized one per small
+        // object would hold a chunk of the pool each.
+        let guess = self.largest.get();
         if !planner.splits() {
-            // Never split: one plain GET, whatever the size (the buffer grows to fit); the
-            // budget counts its first chunk only, as no size is known to reserve.
-            let mut seg = Segment::growable_in(self.pool.take_largest());
+            // Never split: one plain GET, whatever the size (the buffer grows to fit), whose
+            // memory is covered once its size is known.
+            let buf = match guess {
+                Some(g) => self.pool.take_for(uri, to_usize(uri, g)?)?,
+                None => self.pool.take_largest(),
+            };
+            let mut seg = Segment::growable_in(buf);
             let info = self.get_into(uri, None, None, &mut seg).await?;
+            self.learned(info.bytes, memory).await;
             return Ok(Fetched {
                 data: self.finish(uri, seg)?,
                 requests: 1,
@@ -112,17 +173,21 @@ impl Fetcher {
             });
         }
         let chunk = planner.chunk_size.get();
-        // Admission covered the range size of its moment; the limit may have moved since.
-        cover(memory, chunk).await;
+        if memory.as_ref().is_some_and(|m| m.has_turn()) {
+            // Admission covered the range size of its moment; the limit may have moved since.
+            cover(memory, chunk).await;
+        }
         let first = ByteRange::with_len(0, chunk).expect("chunk size is non-zero");
-        // From the pool: a fresh chunk-sized allocation per object would be page-faulted in
-        // every time (measured: the s3dlio-compatible loop, which never knows sizes, read
-        // at 0.82-0.87x of a listed dataset before this).
-        let mut seg = Segment::growable_in(self.pool.take_for(uri, to_usize(uri, chunk)?)?);
+        // From the pool: a fresh allocation per object would be page-faulted in every time
+        // (measured: the s3dlio-compatible loop, which never knows sizes, read at 0.82-0.87x
+        // of a listed dataset before this).
+        let buf_len = guess.map_or(chunk, |g| g.clamp(1, chunk));
+        let mut seg = Segment::growable_in(self.pool.take_for(uri, to_usize(uri, buf_len)?)?);
         let info = match self.get_into(uri, Some(first), None, &mut seg).await {
             // S3 answers a range on an empty object with 416: read it plainly.
             Err(Error::Service { status: 416, .. }) => {
                 let info = self.get_into(uri, None, None, &mut seg).await?;
+                self.learned(info.bytes, memory).await;
                 return Ok(Fetched {
                     data: self.finish(uri, seg)?,
                     requests: 2,
@@ -138,12 +203,14 @@ impl Fetcher {
             )
         })?;
         if size == info.bytes {
+            self.learned(size, memory).await;
             return Ok(Fetched {
                 data: self.finish(uri, seg)?,
                 requests: 1,
                 attempts: info.attempts,
             });
         }
+        self.largest.saw(size);
         to_usize(uri, size)?;
         // More bytes than the object has: the store contradicts itself.
         let after_first = ByteRange::new(info.bytes, size).map_err(|_| {
@@ -177,6 +244,13 @@ impl Fetcher {
         fetched.requests += 1;
         fetched.attempts += info.attempts;
         Ok(fetched)
+    }
+
+    /// An object read in one request turned out `size` bytes: the next guess, and its memory
+    /// (waited for with the turn, taken where free without: `budget`).
+    async fn learned(&self, size: u64, memory: &mut Option<&mut Reservation>) {
+        self.largest.saw(size);
+        cover(memory, size).await;
     }
 
     /// `range` of `uri` (bounded), of version `etag` when given: one GET, or where the

@@ -53,7 +53,8 @@ pub const DEFAULT_RANGE_THRESHOLD: u64 = 32 << 20;
 /// curl's CPU per GB; the Python [`Loader`] (prefetch 16) went from 1,141 MB/s and 2.6 GB to
 /// 1,812–1,966 MB/s and 484 MB.
 /// 256 MiB still holds 32 ranges of 8 MiB: enough to keep a 10 GB/s link with 25 ms of
-/// latency busy. The cost: objects named without a size are sized by a HEAD each.
+/// latency busy. Objects named without a size are counted at the largest size seen so far
+/// (`LoaderOptions::memory_budget`), not sized by a HEAD each.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;
 
 /// The window of a loader that follows its store (`LoaderOptions::prefetch` `None`): twice
@@ -71,9 +72,13 @@ pub const FOLLOW_MAX: usize = 2 * sluice_core::config::DEFAULT_MAX_CONNECTIONS;
 /// `Loader::new` checks the options with `validate`.
 #[derive(Debug, Clone)]
 pub struct LoaderOptions {
-    /// Objects fetched or waiting for the consumer at once; at least 1. `None` (the
-    /// default): the window follows the requests the store's client allows, which its
-    /// controller finds at run time (`FOLLOW_MIN`; `sluice_core::Concurrency`).
+    /// Objects read ahead of the consumer, waiting for it; at least 1. It bounds finished
+    /// objects, not requests: as many more objects as the store's client allows requests
+    /// (its controller's limit, found at run time: `sluice_core::Concurrency`) may be being
+    /// read besides, so that small objects under latency keep the requests busy whatever
+    /// `prefetch` is, and a large object's ranges fill them (bytes stay within
+    /// `memory_budget`). `None` (the default): twice the requests the client allows
+    /// (`FOLLOW_MIN`).
     pub prefetch: Option<usize>,
     /// The order objects are delivered in (default `Order::Completion`).
     pub order: Order,
@@ -93,12 +98,13 @@ pub struct LoaderOptions {
     /// (`sluice_core::RangeSize::Follow`), so that a store with latency gets more ranges in
     /// flight for the same memory.
     pub chunk_size: Option<u64>,
-    /// HTTP requests in flight across all objects, the HEADs that size objects included
-    /// (default `DEFAULT_MAX_CONNECTIONS`, 256; the store's client allows fewer while its
+    /// HTTP requests in flight across all objects (default `DEFAULT_MAX_CONNECTIONS`, 256; the store's client allows fewer while its
     /// controller finds no gain in more); at least 1.
     pub max_requests: usize,
     /// Bytes of objects in flight (fetching or undelivered); `None`: only the window bounds.
-    /// Default `DEFAULT_MEMORY_BUDGET`.
+    /// Default `DEFAULT_MEMORY_BUDGET`. Exact for objects of known size (a listing's); an
+    /// object named without one is counted at the largest size seen before it, and one larger
+    /// than that may read its excess beyond the budget (`StatsSnapshot::over_budget`).
     pub memory_budget: Option<u64>,
     /// What a failed object does to the stream (default `OnError::FailFast`).
     pub on_error: OnError,
@@ -155,9 +161,13 @@ impl LoaderOptions {
         )
     }
 
-    /// The most objects the loader may hold in flight: `prefetch`, or `FOLLOW_MAX`.
+    /// The most objects the loader may hold in flight: `prefetch` and the most requests it
+    /// may send, or `FOLLOW_MAX`.
     pub(crate) fn window_max(&self) -> usize {
-        self.prefetch.unwrap_or(FOLLOW_MAX)
+        match self.prefetch {
+            Some(p) => p.saturating_add(self.max_requests),
+            None => FOLLOW_MAX,
+        }
     }
 
     /// These options with a buffer pool of their own (`BufferPool::for_prefetch`, sized for
@@ -241,6 +251,7 @@ impl Loader {
                 .clone()
                 .unwrap_or_else(|| BufferPool::shared(opts.window_max(), opts.memory_budget)),
             requests: Arc::new(Semaphore::new(opts.max_requests)),
+            largest: Default::default(),
         };
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel(opts.window_max());

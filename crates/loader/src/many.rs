@@ -27,12 +27,12 @@ pub async fn get_many(
     max_in_flight: Option<usize>,
 ) -> Result<Vec<Object>> {
     let dataset = Dataset::from_uris(uris);
-    let prefetch = max_in_flight.map(|n| n.max(1));
+    let max_in_flight = max_in_flight.map(|n| n.max(1));
     let opts = LoaderOptions {
-        prefetch,
+        prefetch: max_in_flight,
+        max_requests: max_in_flight.unwrap_or(sluice_core::config::DEFAULT_MAX_CONNECTIONS),
         order: Order::Input,
-        // Everything is kept until the end anyway, and a budget would first ask each
-        // object's size with a HEAD.
+        // Everything is kept until the end anyway.
         memory_budget: None,
         // Sizes are unknown and every object is kept: one GET each into a buffer that grows
         // to fit, not a chunk-sized buffer per small object.
@@ -81,6 +81,7 @@ pub async fn get_one(
             range_size: RangeSize::follow(Some(DEFAULT_MEMORY_BUDGET)),
             pool,
             requests: Arc::new(Semaphore::new(FOLLOW_MAX)),
+            largest: Default::default(),
         };
         return Ok(fetcher.fetch_range(uri, range, Some(etag)).await?.data);
     }

@@ -31,7 +31,7 @@ pub const GET_MANY_IDLE: usize = 128 << 20;
 /// Which of a process's pools (`BufferPool::per_process`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
-    /// Loaders with this prefetch window and memory budget.
+    /// Loaders with this window (objects in flight at most) and memory budget.
     Window(usize, Option<u64>),
     GetMany,
 }
@@ -39,9 +39,9 @@ enum Kind {
 impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Kind::Window(prefetch, None) => write!(f, "loader prefetch {prefetch}"),
-            Kind::Window(prefetch, Some(budget)) => {
-                write!(f, "loader prefetch {prefetch}, budget {budget} B")
+            Kind::Window(window, None) => write!(f, "loader window {window}"),
+            Kind::Window(window, Some(budget)) => {
+                write!(f, "loader window {window}, budget {budget} B")
             }
             Kind::GetMany => f.write_str("get/get_many"),
         }
@@ -69,7 +69,7 @@ fn with_process_pools<R>(f: impl FnOnce(&mut HashMap<Kind, Arc<BufferPool>>) -> 
 /// What a pool holds at one moment ([`BufferPool::stats`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolStats {
-    /// Which pool: `loader prefetch N[, budget B]` or `get/get_many`.
+    /// Which pool: `loader window N[, budget B]` or `get/get_many`.
     pub name: String,
     /// Buffers kept for reuse.
     pub idle_buffers: usize,

@@ -20,6 +20,8 @@ pub struct Stats {
     pub(crate) window: AtomicUsize,
     /// Bytes per ranged GET of an object whose read begins now.
     pub(crate) range_size: AtomicU64,
+    /// The most bytes one object read beyond the memory budget (`budget`'s guesses).
+    pub(crate) over_budget: AtomicU64,
     /// Per-object fetch latency, microseconds.
     latency: Mutex<Histogram<u64>>,
     /// Time between consecutive `collect_batch` returns, microseconds.
@@ -38,8 +40,8 @@ pub struct StatsSnapshot {
     pub elapsed: Duration,
     /// `bytes` over `elapsed`, in decimal megabytes (10^6 bytes) per second.
     pub mb_per_s: f64,
-    /// GET requests of those objects: one per whole-object read, one per range. Retries
-    /// and the HEADs that size objects are not counted.
+    /// GET requests of those objects: one per whole-object read, one per range (the loader
+    /// sends no other). Retries are not counted.
     pub requests: u64,
     /// Extra HTTP attempts beyond one per request (retries and resumptions).
     pub retries: u64,
@@ -56,14 +58,20 @@ pub struct StatsSnapshot {
     pub batch_gap_p50: Duration,
     /// Longest such time.
     pub batch_gap_max: Duration,
-    /// Objects the loader lets be in flight now: the `prefetch` set, or, when it follows the
-    /// store, twice the requests its client allows (`LoaderOptions::prefetch`).
+    /// Objects the loader lets be in flight now (being read or waiting for the consumer):
+    /// `prefetch` plus the requests its client allows, or without a `prefetch`, twice those
+    /// requests (`LoaderOptions::prefetch`).
     pub window: usize,
     /// Bytes per ranged GET of an object whose read begins now: as set, or following the
     /// requests the store's client allows (`LoaderOptions::chunk_size`); 0 when no object is
     /// ever split (`range_threshold` `NEVER`). (`sluice get` reports the size it last cut an
     /// object into, 0 when none was split.)
     pub range_size: u64,
+    /// The most bytes one object read beyond the memory budget: an object named without a
+    /// size is budgeted at the largest size seen before it, and one larger than that reads
+    /// its excess over the budget when none is free (`LoaderOptions::memory_budget`). 0 for
+    /// a dataset listed with its sizes.
+    pub over_budget: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -82,6 +90,7 @@ impl Default for Stats {
             errors: AtomicU64::default(),
             window: AtomicUsize::default(),
             range_size: AtomicU64::default(),
+            over_budget: AtomicU64::default(),
             latency: Mutex::new(histogram()),
             gaps: Mutex::new(histogram()),
             last_batch: Mutex::default(),
@@ -174,6 +183,7 @@ impl Stats {
             },
             window: self.window.load(Ordering::Relaxed),
             range_size: self.range_size.load(Ordering::Relaxed),
+            over_budget: self.over_budget.load(Ordering::Relaxed),
         }
     }
 }

@@ -107,9 +107,10 @@ impl Dataset {
     }
 }
 
-/// Reads a dataset (this reader's shard of it) with `prefetch` objects in flight (default:
-/// twice the requests its client's controller finds the store answers faster with); iterate
-/// it for `sluice.Object`s.
+/// Reads a dataset (this reader's shard of it), `prefetch` objects ahead of the consumer
+/// besides those its client's requests are reading (default: twice the requests its
+/// client's controller finds the store answers faster with); iterate it for
+/// `sluice.Object`s.
 #[pyclass(frozen, module = "sluice", name = "Loader")]
 #[derive(Debug)]
 pub struct Loader {
@@ -354,7 +355,8 @@ impl Loader {
 
     /// Counters so far: objects, bytes, elapsed_s, mb_per_s, requests, retries, errors,
     /// latency_p50_ms, latency_p99_ms, batch_gap_p50_ms, batch_gap_max_ms, window (objects
-    /// allowed in flight now), congestion (the client's requests in flight, as
+    /// allowed in flight now), range_size, over_budget (the most bytes one object read beyond
+    /// the memory budget: see `LoaderStats`), congestion (the client's requests in flight, as
     /// `Client.congestion()`) and endpoints (the client's per-endpoint counters).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         // Through `with`: an in-flight `next()` holds the lock, so wait without the GIL.
@@ -377,6 +379,7 @@ impl Loader {
         d.set_item("batch_gap_max_ms", ms(s.batch_gap_max))?;
         d.set_item("window", s.window)?;
         d.set_item("range_size", s.range_size)?;
+        d.set_item("over_budget", s.over_budget)?;
         d.set_item("congestion", congestion(py, self.store.as_ref())?)?;
         d.set_item("endpoints", endpoint_stats(py, self.store.as_ref())?)?;
         Ok(d)

@@ -25,6 +25,23 @@ def test_the_dlio_loop_exactly(server, prefix):
     assert total == 17 * 123_457
 
 
+def test_the_dlio_loop_and_the_loader_send_one_get_per_object_and_no_head(server, prefix):
+    # DLIO names its objects (file lists, skip_listing): nothing but the GET may be sent.
+    import sluice
+
+    uris = server.fill(prefix, 500, 4096)
+    for read in (
+        lambda: s3dlio.PyBytesAsyncDataLoader(
+            s3dlio.PyDataset.from_uris(uris), {"prefetch": 16}
+        ).items(),
+        lambda: sluice.Loader(sluice.Dataset.from_uris(uris)),
+    ):
+        gets, heads = server.gets, server.heads
+        assert sum(len(o) for o in read()) == 500 * 4096
+        assert server.heads - heads == 0
+        assert server.gets - gets == 500
+
+
 def test_items_behave_like_s3dlio_items(server, prefix):
     uris = server.fill(prefix, 3, 1000)
     opts = {"prefetch": 2, "skip_head": True, "some_future_option": 1}

@@ -252,7 +252,7 @@ def test_buffer_pools_show_what_a_window_keeps_and_what_objects_hold(server, cli
     uris = server.fill(prefix, 4, 1 << 20)
     ds = sluice.Dataset.from_uris(uris)
     # A window no other test uses (its budget), so the pool is this test's alone.
-    name = "loader prefetch 3, budget 98765432 B"
+    name = "loader window 259, budget 98765432 B"  # prefetch 3 + 256 requests
 
     def pool():
         [p] = [p for p in sluice.buffer_pools() if p["pool"] == name]

@@ -215,9 +215,12 @@ class Dataset:
 
 @final
 class Loader:
-    """Reads this reader's shard of a dataset with ``prefetch`` objects in flight (None, the
-    default: twice the requests the client's controller finds the store answers faster with,
-    16 to 512; ``stats()["window"]`` says how many now).
+    """Reads this reader's shard of a dataset. ``prefetch`` bounds the objects read ahead
+    and waiting to be taken, not the requests: as many more objects as the client allows
+    requests are being read besides (its controller's limit), so small objects under latency
+    keep every request busy and a large object's ranges fill them. None, the default: twice
+    the requests the client's controller finds the store answers faster with, 16 to 512
+    objects in all (``stats()["window"]`` says how many now).
 
     ``order``: "completion" (fastest) or "input"; ``shuffle``/``seed``/``epoch``: a seeded
     permutation, new per epoch; ``rank``/``world_size``/``worker_id``/``num_workers``: this
@@ -227,8 +230,10 @@ class Loader:
     ``stats()["range_size"]`` says the size now), a threshold of 2**64-1 turns that off;
     ``max_requests``: HTTP requests in flight (default 256; the client's controller sends
     fewer where more do not pay); ``memory_budget``: bytes in flight (fetching or waiting to
-    be taken; default 256 MiB; objects given without a size are sized by a HEAD first; None:
-    no bound but ``prefetch``, and no HEADs);
+    be taken; default 256 MiB; None: no bound but the window). Nothing is sent before an
+    object's first GET: an object given without a size is counted at the largest size seen
+    so far, and one larger than that may read its excess beyond the budget
+    (``stats()["over_budget"]``); a listed dataset's sizes are exact;
     ``on_error``: "raise" or "deliver" (failed objects raise from ``__next__`` and reading
     goes on); ``reuse_buffers``: loaders of this process with the same window share a pool,
     so a second epoch reuses the first one's memory (idle memory never exceeds what was

@@ -44,12 +44,16 @@ class LoaderStats(TypedDict):
     """Median time between two ``collect_batch`` returns, milliseconds."""
     batch_gap_max_ms: float
     window: int
-    """Objects the loader lets be in flight now: ``prefetch``, or (the default) twice the
-    requests its client allows."""
+    """Objects the loader lets be in flight now (being read, or waiting to be taken):
+    ``prefetch`` plus the requests its client allows, or (the default) twice those."""
     range_size: int
     """Bytes per ranged GET of an object whose read begins now: ``chunk_size``, or (the
     default) ``memory_budget`` ÷ twice the requests its client allows, 4 to 8 MiB; 0 when
     ``range_threshold`` turns splitting off."""
+    over_budget: int
+    """The most bytes one object read beyond ``memory_budget``: an object named without a
+    size is budgeted at the largest size the loader has seen, and one larger than that reads
+    its excess over the budget when none is free. 0 for a dataset listed with its sizes."""
     congestion: Optional["Congestion"]
     """The client's requests in flight (``Client.congestion()``); None for local files."""
     endpoints: List["EndpointStats"]
@@ -92,7 +96,7 @@ class BufferPoolStats(TypedDict):
     share another, capped at 128 MiB idle."""
 
     pool: str
-    """Which pool: ``loader prefetch N[, budget B B]`` or ``get/get_many``."""
+    """Which pool: ``loader window N[, budget B B]`` (N: the most objects its loaders hold in flight) or ``get/get_many``."""
     idle_buffers: int
     """Buffers kept for the next objects."""
     idle_bytes: int

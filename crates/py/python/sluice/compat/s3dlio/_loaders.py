@@ -39,9 +39,8 @@ class PyDataset:
         return len(self._dataset)
 
 
-# s3dlio loader options that map onto sluice.Loader's; others (skip_head among them: sluice
-# sends a HEAD only to size an object named without one, so that its memory budget holds) are
-# accepted and ignored.
+# s3dlio loader options that map onto sluice.Loader's; others are accepted and ignored
+# (skip_head among them: sluice never sends a HEAD before a GET).
 _LOADER_KEYS = {
     "prefetch": "prefetch",
     "shuffle": "shuffle",
