@@ -9,7 +9,8 @@
 //! ETag) streamed into a writer — a multipart upload to S3, a temporary file renamed into
 //! place locally. Memory stays bounded whatever the objects' sizes: a `CHUNK` read per object
 //! in flight, and the parts in flight of the client's one window of uploads
-//! (`parts_in_flight`). Keys that would be unsafe as local file names, or lead through a
+//! (`parts_in_flight`); a download to a local file reads ranges in parallel within the
+//! loader's memory budget, shared by the objects copied at once (`download`). Keys that would be unsafe as local file names, or lead through a
 //! symlinked directory, are refused one by one, as for `get -o`.
 
 use crate::StoreArgs;
@@ -19,7 +20,8 @@ use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_core::checksum::Pieces;
 use sluice_core::{
-    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, Segment, WriteOptions,
+    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, RangeSize, Segment,
+    WriteOptions,
 };
 use sluice_loader::BufferPool;
 use std::io::IsTerminal;
@@ -303,9 +305,17 @@ struct Dest {
 /// safe file name is refused for a local destination.
 fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<Dest, String> {
     if !many && !dst.key().ends_with('/') {
+        // A local file named: written in its directory as a file under a directory is.
+        let path = std::path::Path::new(dst.key());
+        let confined = match (dst.scheme(), path.parent(), path.file_name()) {
+            (sluice_core::Scheme::File, Some(dir), Some(name)) => {
+                Some((dir.to_path_buf(), vec![name.to_string_lossy().into_owned()]))
+            }
+            _ => None,
+        };
         return Ok(Dest {
             uri: dst.clone(),
-            confined: None,
+            confined,
         });
     }
     let mut confined = None;
@@ -362,16 +372,8 @@ async fn copy_job(
         None => store.head(&job.src).await.map_err(fail)?.size,
     };
     if let Some((dir, segments)) = dest.confined.clone() {
-        use crate::outdir::{OutFile, blocking};
-        let file = Arc::new(blocking(move || OutFile::create(&dir, &segments, size)).await?);
-        let mut chunks = std::pin::pin!(chunks(store, job, size, None, pool));
-        while let Some((at, chunk, _)) = chunks.try_next().await.map_err(fail)? {
-            let (n, f) = (chunk.len() as u64, file.clone());
-            blocking(move || f.write_at(&chunk, at)).await?;
-            bar.inc(n);
-        }
-        let file = Arc::try_unwrap(file).map_err(|_| "the file is still being written")?;
-        blocking(move || file.publish()).await?;
+        let memory = (sluice_loader::DEFAULT_MEMORY_BUDGET / a.jobs.max(1) as u64).max(1);
+        download(store, job, size, (dir, segments), memory, pool, bar).await?;
         return Ok(Done::Copied(size));
     }
     if size <= sluice_core::MAX_COPY_SIZE {
@@ -414,6 +416,48 @@ async fn copy_job(
     Ok(Done::Copied(size))
 }
 
+/// `job`'s object, `size` bytes of one version, into a new local file: ranges read in
+/// parallel and each written at its offset as it lands (`pwrite`), as `get -o` writes, the
+/// file renamed into place once whole. One GET at a time is one connection's rate (~90 MB/s
+/// from S3); the ranges follow the client's controller as the loader's do, as many at once
+/// as `memory` holds (the client's controller sends what pays of them).
+async fn download(
+    store: &dyn ObjectStore,
+    job: &Job,
+    size: u64,
+    (dir, segments): (PathBuf, Vec<String>),
+    memory: u64,
+    pool: &Arc<BufferPool>,
+    bar: &indicatif::ProgressBar,
+) -> Result<(), String> {
+    use crate::outdir::{OutFile, blocking};
+    let file = Arc::new(blocking(move || OutFile::create(&dir, &segments, size)).await?);
+    let range = RangeSize::follow(Some(memory))
+        .for_client(store.congestion())
+        .get();
+    let at_once = usize::try_from(memory / range).unwrap_or(usize::MAX).max(1);
+    let offsets = std::iter::successors(Some(0), |at| Some(at + range)).take_while(|&at| at < size);
+    futures::stream::iter(offsets)
+        .map(|at| {
+            let file = file.clone();
+            async move {
+                let len = range.min(size - at);
+                let (chunk, _) = read(store, &job.src, job.etag.clone(), at, len, None, pool)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                blocking(move || file.write_at(&chunk, at)).await?;
+                bar.inc(len);
+                Ok::<_, String>(())
+            }
+        })
+        .buffer_unordered(at_once)
+        .try_collect::<()>()
+        .await?;
+    let file = Arc::try_unwrap(file).map_err(|_| "the file is still being written")?;
+    blocking(move || file.publish()).await?;
+    Ok(())
+}
+
 /// A chunk of an object: its offset, its bytes, and their CRC pieces when asked for.
 type Chunk = (u64, Bytes, Option<Pieces>);
 
@@ -431,7 +475,9 @@ fn chunk_pool(jobs: usize, parts: &WriteOptions) -> Arc<BufferPool> {
     } else {
         jobs * parts.max_in_flight
     };
-    BufferPool::new(in_flight + 2 * jobs, 0)
+    // Downloads to files hold as many ranges as the memory budget does (`download`).
+    let ranges = (sluice_loader::DEFAULT_MEMORY_BUDGET / sluice_core::FOLLOW_MIN_RANGE) as usize;
+    BufferPool::new((in_flight + 2 * jobs).max(ranges), 0)
 }
 
 /// The `size` bytes of `job`'s object, of one version (its ETag), in `CHUNK`s in order, each

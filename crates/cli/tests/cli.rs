@@ -240,6 +240,34 @@ async fn get_keeps_its_pieces_in_flight_within_the_memory_budget() {
     }
 }
 
+/// `cp` of one large object to a file reads its ranges in parallel (one GET at a time is one
+/// connection's rate) and writes each at its offset: every byte right, one HEAD, the ranges'
+/// GETs out together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_downloads_a_large_object_as_parallel_ranges() {
+    let s = server().await;
+    let size = (40 << 20) + 3;
+    let uri = insert_pattern(&s, "down/big.bin", size);
+    // Each request waits 50 ms in the server: the GETs sent together are there together.
+    s.faults().inject(
+        sluice_testserver::Fault::Latency(Duration::from_millis(50)),
+        1000,
+    );
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("big.bin");
+    let out = sluice(&s, &["cp", &uri, path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let got = std::fs::read(&path).unwrap();
+    assert_eq!(got.len(), size);
+    sluice_testdata::pattern::verify("down/big.bin", 0, &got)
+        .unwrap_or_else(|at| panic!("wrong byte at {at}"));
+    // 40 MiB in ranges of at most 8 MiB: at least 6 GETs, at least 5 of them at once.
+    assert!(s.faults().gets() >= 6, "{} GETs", s.faults().gets());
+    let peak = s.faults().peak_concurrency();
+    assert!(peak >= 5, "{peak} requests at once");
+    assert_eq!(s.faults().heads(), 1, "one HEAD: the size and version");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_and_direct_uris_get_put_ls_rm_and_copy_out_under_the_prefix() {
     let s = server().await;
