@@ -52,7 +52,7 @@ if (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null; then
   exit 1
 fi
 taskset -c 0 target/release/sluice serve --no-https --addr 127.0.0.1:$PORT --bucket $BUCKET \
-  --access-key $AK --secret-key $SK > "$OUT/server.log" 2>&1 &
+  ${SERVER_PROFILE:+--profile "$SERVER_PROFILE"} --access-key $AK --secret-key $SK > "$OUT/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
