@@ -169,7 +169,7 @@ pub async fn cp(a: CpArgs) -> Result<(), Failure> {
             async move {
                 let outcome = match to {
                     Err(e) => Err(e),
-                    Ok(to) => copy_job(store.as_ref(), &job, &to, a, parts, pool, bar)
+                    Ok(to) => copy_job(store.as_ref(), &job, &to, a, at_once, parts, pool, bar)
                         .await
                         .map(|s| (to.uri, s)),
                 };
@@ -354,6 +354,7 @@ async fn copy_job(
     job: &Job,
     dest: &Dest,
     a: &CpArgs,
+    at_once: usize,
     parts: &WriteOptions,
     pool: &Arc<BufferPool>,
     bar: &indicatif::ProgressBar,
@@ -372,7 +373,8 @@ async fn copy_job(
         None => store.head(&job.src).await.map_err(fail)?.size,
     };
     if let Some((dir, segments)) = dest.confined.clone() {
-        let memory = (sluice_loader::DEFAULT_MEMORY_BUDGET / a.jobs.max(1) as u64).max(1);
+        // The objects copied at once share the budget.
+        let memory = sluice_loader::DEFAULT_MEMORY_BUDGET / at_once as u64;
         download(store, job, size, (dir, segments), memory, pool, bar).await?;
         return Ok(Done::Copied(size));
     }
