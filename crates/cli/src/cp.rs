@@ -10,8 +10,9 @@
 //! place locally. Memory stays bounded whatever the objects' sizes: a `CHUNK` read per object
 //! in flight, and the parts in flight of the client's one window of uploads
 //! (`parts_in_flight`); a download to a local file reads ranges in parallel within the
-//! loader's memory budget, shared by the objects copied at once (`download`). Keys that would be unsafe as local file names, or lead through a
-//! symlinked directory, are refused one by one, as for `get -o`.
+//! loader's memory budget, shared by the objects copied at once (`download`). Keys that would
+//! be unsafe as local file names, or lead through a symlinked directory, are refused one by
+//! one, as for `get -o`.
 
 use crate::StoreArgs;
 use crate::output::{Failure, progress};

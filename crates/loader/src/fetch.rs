@@ -45,6 +45,10 @@ impl Largest {
     }
 }
 
+/// The most bytes a guessed size reserves in a buffer before its answer: the buffer grows
+/// past it where the object is larger.
+const MAX_GUESS_BUFFER: u64 = 256 << 20;
+
 /// How admission budgets an object's first request (`Fetcher::first_piece`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FirstPiece {
@@ -160,7 +164,10 @@ impl Fetcher {
             // Never split: one plain GET, whatever the size (the buffer grows to fit), whose
             // memory is covered once its size is known.
             let buf = match guess {
-                Some(g) => self.pool.take_for(uri, to_usize(uri, g)?)?,
+                // A guess is not a size: never more than a window's worth up front.
+                Some(g) => self
+                    .pool
+                    .take_for(uri, to_usize(uri, g.min(MAX_GUESS_BUFFER))?)?,
                 None => self.pool.take_largest(),
             };
             let mut seg = Segment::growable_in(buf);
