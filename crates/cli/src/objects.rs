@@ -212,10 +212,18 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     };
     // Otherwise as many as could ever be sent; the controller sends what pays.
     let jobs = jobs.unwrap_or(sluice_loader::FOLLOW_MAX);
-    let mut objects = sized(store.as_ref(), &dataset, jobs).await?;
-    for o in &mut objects {
-        o.file = files.get(&o.uri).cloned();
-    }
+    // Listed objects with their sizes and versions; objects named alone are sized by their
+    // first piece's answer (`stream::pass`), with no HEAD before it.
+    let objects: Vec<stream::Object> = dataset
+        .items()
+        .iter()
+        .map(|item| stream::Object {
+            uri: item.uri.clone(),
+            size: item.size,
+            etag: item.etag.clone(),
+            file: files.get(&item.uri).cloned(),
+        })
+        .collect();
     let budget = (a.memory_budget > 0).then_some(a.memory_budget);
     let plan = stream::Plan {
         jobs,
@@ -224,8 +232,11 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         range_size: sluice_core::RangeSize::set_or_follow(a.chunk_size, budget),
         verify: a.verify,
     };
-    // Saturating: a hostile listing's sizes must not overflow the progress bar.
-    let total = objects.iter().fold(0u64, |t, o| t.saturating_add(o.size));
+    // Saturating: a hostile listing's sizes must not overflow the progress bar. Sizes not
+    // known yet are added as they are learned.
+    let total = objects
+        .iter()
+        .fold(0u64, |t, o| t.saturating_add(o.size.unwrap_or(0)));
     let pb = progress(
         total.saturating_mul(u64::from(a.epochs)).max(1),
         true,
@@ -241,8 +252,16 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     let mut not_written = std::collections::HashSet::new();
     for _ in 0..a.epochs.max(1) {
         let cpu0 = rusage::this_process();
-        let pass =
-            stream::pass(&store, &objects, plan, a.out.as_ref(), &pool, |n| pb.inc(n)).await?;
+        let pass = stream::pass(
+            &store,
+            &objects,
+            plan,
+            a.out.as_ref(),
+            &pool,
+            |n| pb.inc(n),
+            |n| pb.inc_length(n),
+        )
+        .await?;
         for (uri, why) in &pass.refused {
             // One object that cannot be written (a symlink on its way, a full disk) is
             // reported; the others are still written.
@@ -265,40 +284,6 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         )));
     }
     Ok(())
-}
-
-/// The objects with their sizes and versions: as listed, or from a HEAD each (`jobs` at
-/// once) for objects named without a listing. Every range of an object is then pinned to
-/// the version its size came from.
-async fn sized(
-    store: &dyn ObjectStore,
-    dataset: &Dataset,
-    jobs: usize,
-) -> Result<Vec<stream::Object>, Failure> {
-    let heads = futures::stream::iter(dataset.items())
-        .map(|item| async move {
-            let (size, etag) = match item.size {
-                Some(size) => (size, item.etag.clone()),
-                None => match store.head(&item.uri).await {
-                    Ok(m) => (m.size, m.etag),
-                    // A HEAD answer has no body to carry S3's error code (NoSuchBucket,
-                    // AccessDenied): a GET of the first byte does.
-                    Err(e) => {
-                        let first = sluice_core::ByteRange::new(0, 1)?;
-                        return Err(store.get(&item.uri, Some(first)).await.err().unwrap_or(e));
-                    }
-                },
-            };
-            Ok::<_, sluice_core::Error>(stream::Object {
-                uri: item.uri.clone(),
-                size,
-                etag,
-                file: None,
-            })
-        })
-        .buffered(jobs.max(1))
-        .boxed(); // Send checked here, where the borrows' lifetimes are known (rustc #102211)
-    Ok(heads.try_collect().await?)
 }
 
 /// One line per epoch; with JSON, each also carries the client's congestion figures since
