@@ -1,8 +1,10 @@
 """One client process for scripts/measure-get: reads the objects listed in `--uris` (this
 rank's shard of them: every `--world`-th from `--rank`) `--epochs` times, each epoch with a new
 loader, through sluice.Loader (`--mode loader`), the s3dlio-compatible loop DLIO runs
-(`--mode compat`, `while batch := collect_batch(7)`), or s3dlio itself with that loop
-(`--mode s3dlio`), printing one JSON line per pass as `sluice get --json` does."""
+(`--mode compat`, `while batch := collect_batch(7)`), s3dlio itself with that loop
+(`--mode s3dlio`), or NVIDIA's multi-storage-client with its Rust client (`--mode msc`:
+`StorageClient.read` of each object, `--prefetch` threads), printing one JSON line per pass
+as `sluice get --json` does."""
 
 import argparse
 import json
@@ -10,7 +12,7 @@ import os
 import time
 
 p = argparse.ArgumentParser()
-p.add_argument("--mode", choices=["loader", "compat", "s3dlio"], required=True)
+p.add_argument("--mode", choices=["loader", "compat", "s3dlio", "msc"], required=True)
 p.add_argument("--uris", required=True, help="a file of object URIs, one per line")
 p.add_argument("--endpoint", required=True)
 p.add_argument("--ca-bundle")
@@ -33,6 +35,40 @@ uris = [u.strip() for u in open(a.uris) if u.strip()][a.rank :: a.world]
 
 if a.mode == "s3dlio":
     import s3dlio
+elif a.mode == "msc":
+    from concurrent.futures import ThreadPoolExecutor
+
+    from multistorageclient import StorageClient, StorageClientConfig
+
+    bucket = uris[0].split("/")[2]
+    msc = StorageClient(
+        StorageClientConfig.from_dict(
+            {
+                "profiles": {
+                    "bench": {
+                        "storage_provider": {
+                            "type": "s3",
+                            "options": {
+                                "base_path": bucket,
+                                "endpoint_url": a.endpoint,
+                                "region_name": os.environ.get("AWS_REGION", "us-east-1"),
+                                "rust_client": {"allow_http": True},
+                            },
+                        },
+                        "credentials_provider": {
+                            "type": "S3Credentials",
+                            "options": {
+                                "access_key": os.environ["AWS_ACCESS_KEY_ID"],
+                                "secret_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+                            },
+                        },
+                    }
+                }
+            },
+            profile="bench",
+        )
+    )
+    keys = [u.split("/", 3)[3] for u in uris]
 else:
     import sluice
     from sluice.compat import s3dlio
@@ -43,6 +79,9 @@ for epoch in range(a.epochs):
     if a.mode == "loader":
         for obj in sluice.Loader(sluice.Dataset.from_uris(uris), prefetch=a.prefetch):
             total += len(obj)
+    elif a.mode == "msc":
+        with ThreadPoolExecutor(a.prefetch or 16) as pool:
+            total = sum(len(b) for b in pool.map(msc.read, keys))
     else:
         opts = {} if a.prefetch is None else {"prefetch": a.prefetch}
         loader = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), opts)
