@@ -65,7 +65,7 @@ struct Open {
     started: Mutex<Option<Instant>>,
 }
 
-/// One pass over `objects`; `done(bytes)` after each range and `sized(bytes)` when an
+/// One pass over `objects`; `done(bytes)` as each range lands and `sized(bytes)` when an
 /// object named without a size learns it (the progress bar).
 pub async fn pass(
     store: &Arc<dyn ObjectStore>,
@@ -73,7 +73,7 @@ pub async fn pass(
     plan: Plan,
     out: Option<&PathBuf>,
     pool: &Arc<BufferPool>,
-    done: impl Fn(u64),
+    done: impl Fn(u64) + Sync,
     sized: impl Fn(u64) + Sync,
 ) -> sluice_core::Result<Pass> {
     let started = Instant::now();
@@ -115,6 +115,7 @@ pub async fn pass(
         out,
         pool,
         memory: memory.as_ref(),
+        done: &done,
         sized: &sized,
         range_size: &range_size,
     };
@@ -146,7 +147,6 @@ pub async fn pass(
             requests += 1;
             attempts += u64::from(r.attempts);
             bytes += r.len;
-            done(r.len);
             if let Some(why) = r.refused {
                 refused.push((objects[r.object].uri.clone(), why));
             }
@@ -280,19 +280,21 @@ struct RangeDone {
 }
 
 /// What every piece of a pass reads with.
-struct Reader<'a, F> {
+struct Reader<'a> {
     store: &'a Arc<dyn ObjectStore>,
     plan: Plan,
     out: Option<&'a PathBuf>,
     pool: &'a Arc<BufferPool>,
     memory: Option<&'a MemoryUnits>,
+    /// Called with a piece's bytes as it lands, whoever read it (the progress bar).
+    done: &'a (dyn Fn(u64) + Sync),
     /// Called with an object's size when its first piece learns it.
-    sized: &'a F,
+    sized: &'a (dyn Fn(u64) + Sync),
     /// The range size an object was last cut into (`StatsSnapshot::range_size`).
     range_size: &'a AtomicU64,
 }
 
-impl<F: Fn(u64) + Sync> Reader<'_, F> {
+impl Reader<'_> {
     /// `bytes` of the memory budget, when there is one: given back when the permit drops.
     async fn hold(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
         match self.memory {
@@ -409,6 +411,12 @@ impl<F: Fn(u64) + Sync> Reader<'_, F> {
                     ));
                 }
             };
+            if size > sluice_core::MAX_OBJECT_SIZE || size < info.bytes {
+                return Err(sluice_core::Error::integrity(
+                    obj.uri.to_string(),
+                    format!("an answer of {} bytes named a size of {size}", info.bytes),
+                ));
+            }
             Ok((info, size))
         }) {
             Ok(answer) => answer,
@@ -457,6 +465,7 @@ impl<F: Fn(u64) + Sync> Reader<'_, F> {
         first: Instant,
     ) -> sluice_core::Result<RangeDone> {
         let len = seg.written() as u64;
+        (self.done)(len);
         if self.plan.verify
             && let Err(at) = seg.as_slice().map_or(Err(at), |bytes| {
                 sluice_testdata::pattern::verify(obj.uri.key(), at, bytes)
