@@ -203,8 +203,8 @@ pub(crate) struct Delivery {
 
 /// Reads this reader's shard of a dataset on the current tokio runtime, keeping up to
 /// a window of objects in flight, and hands them to the consumer (`next`, `collect_batch`)
-/// in the chosen [`Order`]. Work is bounded three ways: objects (the window: `prefetch`, or
-/// following the requests the store's client allows), HTTP requests
+/// in the chosen [`Order`]. Work is bounded three ways: objects (the window: `prefetch`
+/// waiting plus the requests the store's client allows), HTTP requests
 /// (`max_requests`) and bytes (`memory_budget`, taken range by range before each GET, one
 /// object at a time in dataset order so the loader cannot deadlock: `budget`). Large
 /// objects are read as parallel ranges into one buffer from a pool shared across epochs;

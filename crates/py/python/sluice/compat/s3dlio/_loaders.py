@@ -82,8 +82,10 @@ class _Items:
 
 
 class PyBytesAsyncDataLoader:
-    """Reads a PyDataset with ``prefetch`` objects in flight. ``opts`` keys: prefetch,
-    skip_head, shuffle, seed, shard_rank, shard_world_size, ...; unknown keys are tolerated."""
+    """Reads a PyDataset, ``prefetch`` objects read ahead and waiting to be taken besides
+    those being read (as many as the client's controller allows requests; s3dlio's prefetch
+    counted requests). ``opts`` keys: prefetch, skip_head, shuffle, seed, shard_rank,
+    shard_world_size, ...; unknown keys are tolerated."""
 
     def __init__(self, dataset: PyDataset, opts: Optional[Mapping[str, Any]] = None):
         if not isinstance(dataset, PyDataset):
