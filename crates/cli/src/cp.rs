@@ -421,9 +421,9 @@ async fn copy_job(
 
 /// `job`'s object, `size` bytes of one version, into a new local file: ranges read in
 /// parallel and each written at its offset as it lands (`pwrite`), as `get -o` writes, the
-/// file renamed into place once whole. One GET at a time is one connection's rate (~90 MB/s
-/// from S3); the ranges follow the client's controller as the loader's do, as many at once
-/// as `memory` holds (the client's controller sends what pays of them).
+/// file renamed into place once whole. One GET at a time is one connection's rate, which S3
+/// caps; the ranges follow the client's controller as the loader's do, as many at once as
+/// `memory` holds (the client's controller sends what pays of them).
 async fn download(
     store: &dyn ObjectStore,
     job: &Job,

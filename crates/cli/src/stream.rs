@@ -92,18 +92,24 @@ pub async fn pass(
     let range_size = AtomicU64::new(0);
     let pieces = objects.iter().enumerate().flat_map(|(i, o)| {
         let chunk = plan.range_size.for_client(store.congestion());
-        let Some(size) = o.size else {
+        let (cut, first) = match o.size {
+            Some(size) => (cut(size, plan.range_threshold, chunk), None),
             // Named without a size: its first piece tells it (`Reader::first`), no HEAD.
-            open[i].left.store(1, Ordering::Relaxed);
-            let first = (plan.range_threshold != RangePlanner::NEVER).then_some(chunk.get());
-            return Pieces::First(Some((i, Piece::First(first))));
+            None => {
+                let len = (plan.range_threshold != RangePlanner::NEVER).then_some(chunk.get());
+                (
+                    cut_from(0, 0, plan.range_threshold, chunk),
+                    Some(Piece::First(len)),
+                )
+            }
         };
-        let cut = cut(size, plan.range_threshold, chunk);
         if cut.count > 1 {
             range_size.store(cut.step, Ordering::Relaxed);
         }
-        open[i].left.store(cut.count, Ordering::Relaxed);
-        Pieces::Cut(cut.map(move |r| (i, Piece::Range(r))))
+        open[i]
+            .left
+            .store(cut.count + u64::from(first.is_some()), Ordering::Relaxed);
+        cut.map(Piece::Range).chain(first).map(move |p| (i, p))
     });
     let (mut requests, mut attempts, mut bytes, mut finished) = (0u64, 0u64, 0u64, 0u64);
     let mut latency =
@@ -201,22 +207,6 @@ impl Piece {
             Piece::Range((_, len)) => len,
             Piece::First(Some(len)) => len,
             Piece::First(None) => plan.range_size.now(0).get(),
-        }
-    }
-}
-
-/// One object's pieces: cut from its size, or its first piece alone.
-enum Pieces<T> {
-    Cut(std::iter::Map<Cut, T>),
-    First(Option<(usize, Piece)>),
-}
-
-impl<T: FnMut((u64, u64)) -> (usize, Piece)> Iterator for Pieces<T> {
-    type Item = (usize, Piece);
-    fn next(&mut self) -> Option<(usize, Piece)> {
-        match self {
-            Pieces::Cut(cut) => cut.next(),
-            Pieces::First(first) => first.take(),
         }
     }
 }

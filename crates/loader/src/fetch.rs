@@ -185,9 +185,8 @@ impl Fetcher {
             cover(memory, chunk).await;
         }
         let first = ByteRange::with_len(0, chunk).expect("chunk size is non-zero");
-        // From the pool: a fresh allocation per object would be page-faulted in every time
-        // (measured: the s3dlio-compatible loop, which never knows sizes, read at 0.82-0.87x
-        // of a listed dataset before this).
+        // From the pool: a fresh allocation per object would be page-faulted in every time,
+        // and the s3dlio-compatible loop never knows sizes.
         let buf_len = guess.map_or(chunk, |g| g.clamp(1, chunk));
         let mut seg = Segment::growable_in(self.pool.take_for(uri, to_usize(uri, buf_len)?)?);
         let info = match self.get_into(uri, Some(first), None, &mut seg).await {

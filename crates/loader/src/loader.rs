@@ -98,8 +98,9 @@ pub struct LoaderOptions {
     /// (`sluice_core::RangeSize::Follow`), so that a store with latency gets more ranges in
     /// flight for the same memory.
     pub chunk_size: Option<u64>,
-    /// HTTP requests in flight across all objects (default `DEFAULT_MAX_CONNECTIONS`, 256; the store's client allows fewer while its
-    /// controller finds no gain in more); at least 1.
+    /// HTTP requests in flight across all objects (default `DEFAULT_MAX_CONNECTIONS`, 256;
+    /// the store's client allows fewer while its controller finds no gain in more); at
+    /// least 1.
     pub max_requests: usize,
     /// Bytes of objects in flight (fetching or undelivered); `None`: only the window bounds.
     /// Default `DEFAULT_MEMORY_BUDGET`. Exact for objects of known size (a listing's); an
