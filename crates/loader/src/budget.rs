@@ -19,36 +19,63 @@
 //! small objects are not admitted one round trip at a time. One that turns out larger than
 //! its guess holds no turn, so it never waits: it takes what memory is free and reads the
 //! rest over the budget ([`Reservation::over`]). Only objects larger than every object seen
-//! before their admission can do so; a dataset listed with its sizes never does.
+//! before their admission can do so; a dataset listed with its sizes never does. One that
+//! turns out smaller gives back the difference ([`Reservation::learned`]).
+//!
+//! The budget holds the bytes set plus one object of the largest size seen. An object is
+//! handed out whole, so it holds the memory of every range that has arrived until its last
+//! one has; with objects of half the budget or more, the bytes set were mostly held by
+//! objects being finished, and the ranges they left room for could not fill a link (the
+//! Python `Loader` of 146.6 MB objects under `s3-standard`, docs/benchmarks.md). The bytes
+//! set bound the ranges in flight and the objects waiting; the one object beyond them is
+//! the one being finished.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Memory permits count 64 KiB units so any object size fits a `u32` permit count.
 const MEMORY_UNIT: u64 = 64 * 1024;
+
+/// The units of `bytes` (at least one).
+fn to_units(bytes: u64) -> u32 {
+    bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32
+}
 
 /// Bytes of memory as permits of a semaphore, shared by clones: what the loader's budget
 /// and `sluice get`'s GETs in flight take before they hold bytes.
 #[derive(Debug, Clone)]
 pub struct MemoryUnits {
     units: Arc<Semaphore>,
-    total: u32,
+    /// Units in all: it only grows (`grow_to`).
+    total: Arc<AtomicU32>,
 }
 
 impl MemoryUnits {
     /// `bytes` of memory (at least one unit).
     pub fn new(bytes: u64) -> Self {
-        let total = bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(u32::MAX)) as u32;
+        let total = to_units(bytes);
         Self {
             units: Arc::new(Semaphore::new(total as usize)),
-            total,
+            total: Arc::new(AtomicU32::new(total)),
         }
     }
 
     /// The units that hold `bytes`: all of them for more than the whole, so that a piece
     /// larger than the budget waits for all of it rather than for ever.
     fn units_for(&self, bytes: u64) -> u32 {
-        bytes.div_ceil(MEMORY_UNIT).clamp(1, u64::from(self.total)) as u32
+        bytes
+            .div_ceil(MEMORY_UNIT)
+            .clamp(1, u64::from(self.total.load(Ordering::Relaxed))) as u32
+    }
+
+    /// At least `bytes` in all from now on: the difference is free at once.
+    fn grow_to(&self, bytes: u64) {
+        let want = to_units(bytes);
+        let before = self.total.fetch_max(want, Ordering::Relaxed);
+        if want > before {
+            self.units.add_permits((want - before) as usize);
+        }
     }
 
     /// Waits until `bytes` fit; given back when the permit is dropped.
@@ -79,10 +106,13 @@ impl MemoryUnits {
     }
 }
 
-/// A loader's budget.
+/// A loader's budget: the bytes set, and room for one object of the largest size seen
+/// besides (see the module's doc).
+#[derive(Debug, Clone)]
 pub(crate) struct Budget {
     memory: MemoryUnits,
     turn: Arc<Semaphore>,
+    bytes: u64,
 }
 
 impl Budget {
@@ -90,7 +120,14 @@ impl Budget {
         Self {
             memory: MemoryUnits::new(bytes),
             turn: Arc::new(Semaphore::new(1)),
+            bytes,
         }
+    }
+
+    /// An object of `size` bytes was seen: from now on the budget has room for one of them
+    /// beyond the bytes set.
+    pub(crate) fn room_for(&self, size: u64) {
+        self.memory.grow_to(self.bytes.saturating_add(size));
     }
 
     /// Waits for the turn, then for memory for the object's first `first` bytes. Cancel-safe:
@@ -103,7 +140,7 @@ impl Budget {
             .await
             .expect("never closed");
         let mut r = Reservation {
-            memory: self.memory.clone(),
+            budget: self.clone(),
             held: None,
             turn: Some(turn),
             over: 0,
@@ -117,7 +154,7 @@ impl Budget {
 /// need more, the turn.
 #[derive(Debug)]
 pub(crate) struct Reservation {
-    memory: MemoryUnits,
+    budget: Budget,
     held: Option<OwnedSemaphorePermit>,
     turn: Option<OwnedSemaphorePermit>,
     /// Bytes covered beyond what could be held, without the turn (see the module's doc).
@@ -130,15 +167,16 @@ impl Reservation {
     /// the rest under that. Without the turn it never waits: what is not free now is
     /// counted in [`over`](Self::over) instead.
     pub(crate) async fn cover(&mut self, bytes: u64) {
-        let want = self.memory.units_for(bytes);
+        let memory = &self.budget.memory;
+        let want = memory.units_for(bytes);
         let have = self.held_units();
         if want <= have {
             return;
         }
         let more = if self.turn.is_some() {
-            Some(self.memory.take(want - have).await)
+            Some(memory.take(want - have).await)
         } else {
-            self.memory.take_free(want - have)
+            memory.take_free(want - have)
         };
         if let Some(more) = more {
             match &mut self.held {
@@ -148,6 +186,18 @@ impl Reservation {
         }
         let short = want.saturating_sub(self.held_units());
         self.over = self.over.max(u64::from(short) * MEMORY_UNIT);
+    }
+
+    /// The object turned out `bytes` long: what it holds beyond them goes back, and the
+    /// budget has room for one object of its size from now on.
+    pub(crate) fn learned(&mut self, bytes: u64) {
+        self.budget.room_for(bytes);
+        let excess = self
+            .held_units()
+            .saturating_sub(self.budget.memory.units_for(bytes));
+        if let Some(held) = &mut self.held {
+            drop(held.split(excess as usize));
+        }
     }
 
     fn held_units(&self) -> u32 {
@@ -280,5 +330,22 @@ mod tests {
         drop(held);
         let again = finishes(budget.admit(16 * MIB)).await.expect("admitted");
         assert_eq!(again.held_bytes(), 16 * MIB);
+    }
+
+    #[tokio::test]
+    async fn an_object_learned_gives_back_its_excess_and_makes_room_for_its_size() {
+        let budget = Budget::new(16 * MIB);
+        let mut guessed = budget.admit(12 * MIB).await;
+        guessed.complete();
+        // Guessed at 12 MiB, it is 5: 7 go back; the budget keeps room for one of 5 more.
+        guessed.learned(5 * MIB);
+        assert_eq!(guessed.held_bytes(), 5 * MIB);
+        assert_eq!(budget.memory.available(), 16 * MIB);
+        // A larger one raises the room to its size, never lowers it.
+        budget.room_for(10 * MIB);
+        budget.room_for(MIB);
+        assert_eq!(budget.memory.available(), 21 * MIB);
+        drop(guessed);
+        assert_eq!(budget.memory.available(), 26 * MIB);
     }
 }

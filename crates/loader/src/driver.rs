@@ -177,6 +177,10 @@ impl Driver {
         stats: Arc<Stats>,
     ) -> Self {
         let budget = opts.memory_budget.map(Budget::new);
+        if let Some(b) = &budget {
+            // Listed sizes are known now; the others as their answers come (`Fetcher::saw`).
+            b.room_for(items.iter().filter_map(|i| i.size).max().unwrap_or(0));
+        }
         let window = Window::new(&opts, &fetcher);
         stats.window.store(window.size, Ordering::Relaxed);
         stats

@@ -179,6 +179,9 @@ impl Fetcher {
                 attempts: info.attempts,
             });
         }
+        if let Some((guess, ranges)) = guess.and_then(|g| Some((g, planner.plan(g)?))) {
+            return self.fetch_guessed(uri, guess, &ranges, memory).await;
+        }
         let chunk = planner.chunk_size.get();
         if memory.as_ref().is_some_and(|m| m.has_turn()) {
             // Admission covered the range size of its moment; the limit may have moved since.
@@ -216,7 +219,7 @@ impl Fetcher {
                 attempts: info.attempts,
             });
         }
-        self.largest.saw(size);
+        self.saw(size, memory);
         to_usize(uri, size)?;
         // More bytes than the object has: the store contradicts itself.
         let after_first = ByteRange::new(info.bytes, size).map_err(|_| {
@@ -252,11 +255,168 @@ impl Fetcher {
         Ok(fetched)
     }
 
+    /// Size unknown but guessed large (`guess`, the largest seen, would be cut into
+    /// `ranges`): every range goes out at once, as for an object known to be that size, and
+    /// the first range's answer says how large it is. Waiting for that answer before the
+    /// rest went out cost each large object a round trip, with the budget's turn held
+    /// through it: one object admitted per round trip. Objects of one size (a generated
+    /// dataset's) are read exactly as if listed. A smaller object's ranges past its end are
+    /// refused (416) and the range across its end is read again to the end, into the same
+    /// memory; a larger one's bytes beyond the guess are read after (`fetch_ranges`).
+    async fn fetch_guessed(
+        &self,
+        uri: &ObjectUri,
+        guess: u64,
+        ranges: &[ByteRange],
+        memory: &mut Option<&mut Reservation>,
+    ) -> Result<Fetched> {
+        let lens: Vec<usize> = ranges
+            .iter()
+            .map(|r| to_usize(uri, r.len().expect("planned ranges are bounded")))
+            .collect::<Result<_>>()?;
+        let buf = self.pool.take_for(uri, to_usize(uri, guess)?)?;
+        let mut tasks = JoinSet::new();
+        for (i, (seg, range)) in SegmentedBuffer::split_buffer(buf, &lens)
+            .into_iter()
+            .zip(ranges.iter().copied())
+            .enumerate()
+        {
+            cover(memory, range.end().expect("planned ranges are bounded")).await;
+            // The first range may find the whole object shorter than itself.
+            let mut seg = match i {
+                0 => Segment::growable_in(seg.into_buffer()),
+                _ => seg,
+            };
+            let this = self.clone();
+            let uri = uri.clone();
+            tasks.spawn(async move {
+                let got = this.get_into(&uri, Some(range), None, &mut seg).await;
+                (i, seg, got)
+            });
+        }
+        complete(memory);
+        let mut answers: Vec<Option<(Segment, Result<sluice_core::GetInfo>)>> =
+            (0..ranges.len()).map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            let (i, seg, got) = joined.map_err(|e| {
+                Error::transport(uri.to_string(), format!("range task failed: {e}"))
+            })?;
+            answers[i] = Some((seg, got));
+        }
+        let mut answers = answers
+            .into_iter()
+            .map(|a| a.expect("every range task reported"));
+        let (first_seg, first) = answers.next().expect("a plan has a first range");
+        let first = match first {
+            // S3 answers a range on an empty object with 416: read it plainly.
+            Err(Error::Service { status: 416, .. }) => {
+                let mut seg = Segment::growable_in(first_seg.into_buffer());
+                let info = self.get_into(uri, None, None, &mut seg).await?;
+                self.learned(info.bytes, memory).await;
+                return Ok(Fetched {
+                    data: self.finish(uri, seg)?,
+                    requests: ranges.len() as u32 + 1,
+                    attempts: info.attempts + ranges.len() as u32,
+                });
+            }
+            r => r?,
+        };
+        let size = first.object_size.ok_or_else(|| {
+            Error::integrity(
+                uri.to_string(),
+                "ranged response did not give the object size",
+            )
+        })?;
+        to_usize(uri, size)?;
+        self.saw(size, memory);
+        if first.bytes == size {
+            return Ok(Fetched {
+                data: self.finish(uri, first_seg)?,
+                requests: ranges.len() as u32,
+                attempts: first.attempts + ranges.len() as u32 - 1,
+            });
+        }
+        let etag = first.etag;
+        let mut attempts = first.attempts;
+        // The ranges inside the object, in order from 0, all of the first one's version and
+        // size; the one across its end, if any, to be read again; those past it are dropped.
+        let mut kept = vec![first_seg];
+        let mut across = None;
+        for ((seg, got), range) in answers.zip(&ranges[1..]) {
+            let end = range.end().expect("planned ranges are bounded");
+            if end <= size {
+                let info = got?;
+                same_size(uri, size, info.object_size)?;
+                if let (Some(a), Some(b)) = (&etag, &info.etag)
+                    && !same_etag(a, b)
+                {
+                    return Err(changed(uri));
+                }
+                attempts += info.attempts;
+                kept.push(seg);
+            } else if range.start() < size {
+                across = Some(seg);
+            }
+        }
+        let read = ranges
+            .iter()
+            .map_while(|r| r.end().filter(|&e| e <= size))
+            .last()
+            .unwrap_or(0);
+        let mut requests = ranges.len() as u32;
+        if read < size && size < guess {
+            // The tail, into the memory of the range that ran across the end: the segments
+            // stay adjacent and are joined without a copy.
+            let tail_range = ByteRange::new(read, size).expect("read < size");
+            let across = across.expect("a smaller object's end falls in a planned range");
+            let mut tail = Segment::from_buffer(across.into_buffer(), to_usize(uri, size - read)?);
+            let info = self
+                .get_into(uri, Some(tail_range), etag.as_deref(), &mut tail)
+                .await?;
+            same_size(uri, size, info.object_size)?;
+            attempts += info.attempts;
+            requests += 1;
+            kept.push(tail);
+        }
+        let data = SegmentedBuffer::join(kept)
+            .map_err(|e| Error::integrity(uri.to_string(), e.to_string()))?;
+        if size <= guess {
+            return Ok(Fetched {
+                data: self.pool.share(data),
+                requests,
+                attempts,
+            });
+        }
+        // Larger than every object seen: the guess's bytes are in hand, the rest follows.
+        let mut rest = vec![ByteRange::new(0, guess).expect("a guess that splits is not 0")];
+        let beyond = ByteRange::new(guess, size).expect("size > guess");
+        rest.extend(
+            self.planner()
+                .plan_range(beyond)
+                .unwrap_or_else(|| vec![beyond]),
+        );
+        let mut fetched = self
+            .fetch_ranges(uri, Some(size), &rest, Some(&data), etag.as_deref(), memory)
+            .await?;
+        fetched.requests += requests;
+        fetched.attempts += attempts;
+        Ok(fetched)
+    }
+
     /// An object read in one request turned out `size` bytes: the next guess, and its memory
     /// (waited for with the turn, taken where free without: `budget`).
     async fn learned(&self, size: u64, memory: &mut Option<&mut Reservation>) {
-        self.largest.saw(size);
+        self.saw(size, memory);
         cover(memory, size).await;
+    }
+
+    /// An object read turned out `size` bytes: the next guess, and under a budget, room for
+    /// an object of its size and no more memory held for this one than it needs.
+    fn saw(&self, size: u64, memory: &mut Option<&mut Reservation>) {
+        self.largest.saw(size);
+        if let Some(m) = memory {
+            m.learned(size);
+        }
     }
 
     /// `range` of `uri` (bounded), of version `etag` when given: one GET, or where the

@@ -102,10 +102,12 @@ pub struct LoaderOptions {
     /// the store's client allows fewer while its controller finds no gain in more); at
     /// least 1.
     pub max_requests: usize,
-    /// Bytes of objects in flight (fetching or undelivered); `None`: only the window bounds.
-    /// Default `DEFAULT_MEMORY_BUDGET`. Exact for objects of known size (a listing's); an
-    /// object named without one is counted at the largest size seen before it, and one larger
-    /// than that may read its excess beyond the budget (`StatsSnapshot::over_budget`).
+    /// Bytes of objects in flight (fetching or undelivered), plus room for one object of the
+    /// largest size seen, the one being finished (objects are handed out whole); `None`:
+    /// only the window bounds. Default `DEFAULT_MEMORY_BUDGET`. Exact for objects of known
+    /// size (a listing's); an object named without one is counted at the largest size seen
+    /// before it, and one larger than that may read its excess beyond the budget
+    /// (`StatsSnapshot::over_budget`).
     pub memory_budget: Option<u64>,
     /// What a failed object does to the stream (default `OnError::FailFast`).
     pub on_error: OnError,

@@ -9,6 +9,7 @@ as `sluice get --json` does."""
 import argparse
 import json
 import os
+import sys
 import time
 
 p = argparse.ArgumentParser()
@@ -21,6 +22,12 @@ p.add_argument(
     type=lambda v: None if v == "auto" else int(v),
     default=16,
     help='objects in flight, or "auto": the loader follows its client\'s controller',
+)
+p.add_argument(
+    "--memory-budget",
+    type=lambda v: None if v == "none" else int(v) << 20,
+    default=-1,
+    help="sluice.Loader's memory_budget in MiB, or \"none\" (default: the loader's)",
 )
 p.add_argument("--epochs", type=int, default=3)
 p.add_argument("--rank", type=int, default=0)
@@ -77,8 +84,12 @@ for epoch in range(a.epochs):
     t0, c0 = time.perf_counter(), time.process_time()
     total = 0
     if a.mode == "loader":
-        for obj in sluice.Loader(sluice.Dataset.from_uris(uris), prefetch=a.prefetch):
+        budget = {} if a.memory_budget == -1 else {"memory_budget": a.memory_budget}
+        loader = sluice.Loader(sluice.Dataset.from_uris(uris), prefetch=a.prefetch, **budget)
+        for obj in loader:
             total += len(obj)
+        if os.environ.get("READ_STATS"):
+            print(json.dumps(loader.stats()), file=sys.stderr)
     elif a.mode == "msc":
         with ThreadPoolExecutor(a.prefetch or 16) as pool:
             total = sum(len(b) for b in pool.map(msc.read, keys))
