@@ -15,6 +15,7 @@ pub mod error;
 pub mod listing;
 mod multipart;
 mod object;
+mod part_buffers;
 mod parts_in_flight;
 mod put_options;
 mod range;

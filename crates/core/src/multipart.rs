@@ -523,9 +523,13 @@ impl MultipartWriter {
         }
         self.next_part += 1;
         let (api, policy, uri) = (self.api.clone(), self.policy, self.uri.clone());
+        let window = self.window.clone();
         self.in_flight.spawn(async move {
+            let bytes = part.clone();
             // The place is freed when this ends, answered or not (failed, or aborted).
-            let part = upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await?;
+            let part = upload_part(api.as_ref(), &policy, &uri, &upload_id, n, part, crc).await;
+            window.buffers.give_back(bytes);
+            let part = part?;
             place.answered();
             Ok(part)
         });
@@ -613,9 +617,37 @@ impl MultipartWriter {
         }
     }
 
+    /// Pending bytes start in a buffer with a part's room, lent by the window where one of
+    /// its parts has been answered: grown by doubling, it would be copied again, and fresh
+    /// memory is faulted in as it fills.
+    fn room_for_a_part(&mut self, part_len: usize) {
+        if self.pending.is_empty() && self.pending.capacity() < part_len {
+            self.pending = self.window.buffers.take(part_len);
+        }
+    }
+
+    /// Copies `data` in, sending each part it fills: bytes lent for the call, which no part
+    /// may keep.
+    async fn copy_in(&mut self, mut data: &[u8]) -> Result<()> {
+        let part_len = self.part_len();
+        while !data.is_empty() {
+            self.room_for_a_part(part_len);
+            let (now, rest) = data.split_at((part_len - self.pending.len()).min(data.len()));
+            self.append_pending(now);
+            data = rest;
+            if self.pending.len() == part_len {
+                let (part, crc) = self.take_pending();
+                self.send(part, crc).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The bytes pending, as a part, with their CRC (when checksums are on).
     fn take_pending(&mut self) -> (Bytes, Option<Crc>) {
-        let part = self.pending.split().freeze();
+        // The whole buffer goes with the part (not `split`, which would keep a share of its
+        // memory here), so that it can come back once the part is answered.
+        let part = std::mem::take(&mut self.pending).freeze();
         let crc = match self.pending_crc.take() {
             Some(tally) => Some(tally.finish().whole()),
             None => self.crc(&part),
@@ -638,10 +670,7 @@ impl MultipartWriter {
                 self.send(part, crc).await?;
                 continue;
             }
-            if self.pending.capacity() == 0 {
-                // A part's room at once: grown by doubling, it would be copied again.
-                self.pending.reserve(part_len);
-            }
+            self.room_for_a_part(part_len);
             // Copied, and summed as it is copied: cheaper than combining known CRCs.
             let take = (part_len - self.pending.len()).min(data.len());
             self.append_pending(&data.split_to(take));
@@ -699,12 +728,23 @@ impl MultipartWriter {
 
 impl MultipartWriter {
     async fn write_checked(&mut self, data: Bytes, pieces: Option<&Pieces>) -> Result<()> {
-        self.state.check_open(&self.uri.to_string())?;
-        // Failed until this call completes: if its future is dropped half-way (Ctrl-C in
-        // Python), bytes may be missing, so the object must never be completed.
-        self.state = WriterState::Failed;
-        self.written += data.len() as u64;
+        self.begin_write(data.len())?;
         let r = self.write_inner(data, pieces).await;
+        self.end_write(r).await
+    }
+
+    /// A write of `len` bytes begins. The writer is failed until it completes: if its
+    /// future is dropped half-way (Ctrl-C in Python), bytes may be missing, so the object
+    /// must never be completed.
+    fn begin_write(&mut self, len: usize) -> Result<()> {
+        self.state.check_open(&self.uri.to_string())?;
+        self.state = WriterState::Failed;
+        self.written += len as u64;
+        Ok(())
+    }
+
+    /// The write ended with `r`: open again, or the upload aborted.
+    async fn end_write(&mut self, r: Result<()>) -> Result<()> {
         self.or_abort(r).await?;
         self.state = WriterState::Open;
         Ok(())
@@ -715,6 +755,12 @@ impl MultipartWriter {
 impl ObjectWriter for MultipartWriter {
     async fn write(&mut self, data: Bytes) -> Result<()> {
         self.write_checked(data, None).await
+    }
+
+    async fn write_slice(&mut self, data: &[u8]) -> Result<()> {
+        self.begin_write(data.len())?;
+        let r = self.copy_in(data).await;
+        self.end_write(r).await
     }
 
     async fn write_with_pieces(&mut self, data: Bytes, pieces: Pieces) -> Result<()> {
@@ -1132,6 +1178,34 @@ mod tests {
         );
         assert!(fake.single.lock().unwrap().is_empty());
         assert!(w.write(Bytes::from_static(b"x")).await.is_err(), "closed");
+    }
+
+    #[tokio::test]
+    async fn lent_bytes_are_copied_into_parts_with_their_crcs() {
+        let fake = Arc::new(Fake::default());
+        let mut w = writer(&fake, 5 * MIB, 2);
+        let data: Vec<u8> = (0..(12 * MIB + 5)).map(|i| (i % 253) as u8).collect();
+        // Pieces smaller and larger than a part, straddling the part boundaries.
+        for chunk in data.chunks(7 * MIB + 3) {
+            w.write_slice(chunk).await.unwrap();
+        }
+        let info = w.finish().await.unwrap();
+        assert_eq!((info.total_bytes, info.parts), (data.len() as u64, 3));
+        let mut parts = fake.parts.lock().unwrap().clone();
+        parts.sort_by_key(|p| p.0);
+        assert_eq!(
+            parts.iter().map(|p| p.1.len()).collect::<Vec<_>>(),
+            vec![5 * MIB, 5 * MIB, 2 * MIB + 5]
+        );
+        let joined: Vec<u8> = parts.iter().flat_map(|p| p.1.to_vec()).collect();
+        assert!(joined == data, "parts reassemble the bytes lent");
+        let done = fake.completed.lock().unwrap().clone();
+        assert!(done.iter().all(|p| p.checksum.is_some()));
+        assert_eq!(
+            *fake.completed_checksum.lock().unwrap(),
+            Some(Crc::of(&data))
+        );
+        assert!(w.write_slice(b"x").await.is_err(), "closed");
     }
 
     #[tokio::test]

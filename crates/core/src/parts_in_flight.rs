@@ -47,6 +47,7 @@
 //! for places in turn. A number set by the user
 //! (`SLUICE_PARTS_IN_FLIGHT`, `max_in_flight=`) is a window of its writer's own, held as set.
 
+use crate::part_buffers::PartBuffers;
 use crate::upload::PART_CONCURRENCY;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -74,6 +75,8 @@ pub(crate) struct PartsWindow {
     /// which needs more of the memory free, is not overtaken for ever by small ones that
     /// always fit.
     turn: tokio::sync::Mutex<()>,
+    /// The parts' memory, lent again once each is answered.
+    pub(crate) buffers: PartBuffers,
 }
 
 impl PartsWindow {
@@ -92,6 +95,7 @@ impl PartsWindow {
             state: Mutex::new(state),
             freed: Notify::new(),
             turn: tokio::sync::Mutex::new(()),
+            buffers: PartBuffers::default(),
         })
     }
 

@@ -141,6 +141,11 @@ pub struct WriteInfo {
 pub trait ObjectWriter: Send + Sync + std::fmt::Debug {
     /// Appends `data`; waits while the parts in flight are at their limit.
     async fn write(&mut self, data: Bytes) -> Result<()>;
+    /// As `write`, of bytes lent for the call only: the writer copies them (into memory of
+    /// its own that it uses again, where it can), so the caller need not copy them first.
+    async fn write_slice(&mut self, data: &[u8]) -> Result<()> {
+        self.write(Bytes::copy_from_slice(data)).await
+    }
     /// As `write`, with CRCs of `data` taken as it was produced (a tallied
     /// [`Segment`](crate::Segment)): a writer that checksums its parts combines them instead
     /// of reading the bytes again. Writers that take no checksums ignore them.

@@ -27,6 +27,7 @@ p.add_argument("--chunk", type=int, default=1 << 20, help="bytes per write() for
 p.add_argument("--uri", help="the checkpoint's object (torch-save, torch-load)")
 p.add_argument("--path", help="the checkpoint's local file (make-ckpt)")
 p.add_argument("--gib", type=float, default=2.0, help="size of the checkpoint's state dict")
+p.add_argument("--no-crc32", action="store_true", help="torch-save: without the records' CRC-32")
 a = p.parse_args()
 
 TENSOR = 32 << 20  # bytes per tensor: a state dict of many layers, as a model's is
@@ -76,7 +77,7 @@ elif a.mode == "torch-save":
 
     state = state_dict()
     nbytes = sum(t.numel() * t.element_size() for t in state.values())
-    timed(a.mode, nbytes, lambda: sluice.torch.save(state, a.uri))
+    timed(a.mode, nbytes, lambda: sluice.torch.save(state, a.uri, crc32=not a.no_crc32))
 else:
     import sluice.torch
 

@@ -54,6 +54,25 @@ pub fn block_map<T: Send + 'static>(
     }
 }
 
+/// As `block`, for a future that borrows from the caller (bytes lent for the call): polled
+/// on this thread, not spawned, so that an interrupt drops it before this returns and
+/// nothing outlives the loan.
+pub fn block_lent<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        // `timeout` needs the runtime's context: built inside the async block.
+        let waited = py.detach(|| rt.block_on(async { timeout(SIGNAL_CHECK, fut.as_mut()).await }));
+        match waited {
+            Ok(result) => return result.map_err(to_py),
+            Err(_elapsed) => py.check_signals()?,
+        }
+    }
+}
+
 pub fn parse_uri(uri: &str) -> PyResult<ObjectUri> {
     ObjectUri::parse(uri).map_err(to_py)
 }

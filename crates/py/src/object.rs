@@ -27,6 +27,17 @@ pub fn bytes_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
             len,
         }));
     }
+    let copy = with_lent_bytes(data, |lent| Ok(py.detach(|| lent.to_vec())))?;
+    Ok(Bytes::from(copy))
+}
+
+/// Runs `f` on the bytes of a contiguous bytes-like object (bytes, bytearray, memoryview,
+/// numpy array), lent for the call: they stay allocated (and, for bytearray and numpy,
+/// unresizable) until `f` returns. Whatever `f` does with them must end before it returns.
+pub fn with_lent_bytes<R>(
+    data: &Bound<'_, PyAny>,
+    f: impl FnOnce(&[u8]) -> PyResult<R>,
+) -> PyResult<R> {
     let not_bytes = |_| {
         crate::errors::value_error(
             "data",
@@ -37,14 +48,14 @@ pub fn bytes_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Bytes> {
         .and_then(|m| m.call_method1("cast", ("B",)))
         .map_err(not_bytes)?;
     let buf = PyBuffer::<u8>::get(&flat).map_err(not_bytes)?;
-    let (ptr, len) = (buf.buf_ptr() as usize, buf.len_bytes());
-    // SAFETY: `buf` holds a buffer view until after the copy, which keeps the exporter's
+    // SAFETY: `buf` holds a buffer view until after `f` returns, which keeps the exporter's
     // memory allocated and (for bytearray and numpy) unresizable; `cast("B")` made it a flat,
-    // C-contiguous run of `len` bytes. As with numpy's GIL-free copies, a caller that mutates
-    // the data from another thread meanwhile gets a torn copy.
-    let copy = py.detach(|| unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }.to_vec());
+    // C-contiguous run of `len_bytes` bytes. As with numpy's GIL-free copies, a caller that
+    // mutates the data from another thread meanwhile gets a torn copy.
+    let lent = unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
+    let r = f(lent);
     drop(buf);
-    Ok(Bytes::from(copy))
+    r
 }
 
 /// A `bytes` object's contents, held by a reference to it (dropped without the GIL, pyo3

@@ -4,12 +4,12 @@
 //! `max_in_flight` is not set, within the client's one window of parts for all its uploads
 //! (512 MiB) plus a part per writer.
 
-use crate::client::{block, block_map};
+use crate::client::{block, block_lent, block_map};
 use crate::errors::write_error;
-use crate::object::bytes_of;
+use crate::object::{bytes_of, with_lent_bytes};
 use crate::runtime::check_owner;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use sluice_core::{ObjectWriter, PutMode, WriteInfo};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -60,13 +60,22 @@ impl Writer {
     /// their window of parts).
     fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let inner = self.inner()?;
-        let payload = bytes_of(py, data)?;
-        let n = payload.len();
-        block(
-            py,
-            async move { inner.lock_owned().await.write(payload).await },
-        )?;
-        Ok(n)
+        if data.is_exact_instance_of::<PyBytes>() {
+            // Immutable: shared by the parts, not copied (`bytes_of`).
+            let payload = bytes_of(py, data)?;
+            let n = payload.len();
+            block(
+                py,
+                async move { inner.lock_owned().await.write(payload).await },
+            )?;
+            return Ok(n);
+        }
+        // Anything else (torch.save writes memoryviews of its tensors) is lent for the call:
+        // the writer copies it into part buffers it uses again, not into fresh memory.
+        with_lent_bytes(data, |lent| {
+            block_lent(py, async { inner.lock().await.write_slice(lent).await })?;
+            Ok(lent.len())
+        })
     }
 
     /// Uploads what remains and makes the object visible: {"uri", "total_bytes", "parts", "etag"}.

@@ -296,6 +296,33 @@ def test_torch_save_and_load_round_trip(server, client, prefix):
     assert torch.equal(back["w"], state["w"])
 
 
+def test_torch_save_leaves_record_crcs_out_only_when_asked(server, client, prefix):
+    import io
+    import zipfile
+
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    if not hasattr(torch.serialization, "set_crc32_options"):
+        pytest.skip("this torch always writes the records' CRC-32")
+    import sluice.torch as st
+
+    state = {"w": torch.arange(100_000, dtype=torch.float32)}
+    setting = torch.serialization.get_crc32_options()
+    for crc32 in (None, False, True):
+        u = uri(server, prefix, f"crc-{crc32}.pt")
+        kw = {} if crc32 is None else {"crc32": crc32}
+        st.save(state, u, client=client, **kw)
+        assert torch.serialization.get_crc32_options() == setting, "torch's setting put back"
+        with zipfile.ZipFile(io.BytesIO(client.get(u))) as z:
+            crcs = [i.CRC for i in z.infolist() if i.file_size]
+            if crc32 is False:
+                assert all(c == 0 for c in crcs), crcs
+            else:
+                assert all(c != 0 for c in crcs), crcs
+                assert z.testzip() is None, "every record's CRC-32 is right"
+        back = st.load(u, client=client, weights_only=True)
+        assert torch.equal(back["w"], state["w"]), crc32
+
+
 def test_a_writer_dropped_unclosed_publishes_nothing(server, client, prefix):
     import gc
 
