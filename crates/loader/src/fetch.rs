@@ -368,7 +368,14 @@ impl Fetcher {
             // The tail, into the memory of the range that ran across the end: the segments
             // stay adjacent and are joined without a copy.
             let tail_range = ByteRange::new(read, size).expect("read < size");
-            let across = across.expect("a smaller object's end falls in a planned range");
+            // The wire refuses a range answered short of the object's end, so the first
+            // range held the whole object if its end fell there; else a later one has it.
+            let across = across.ok_or_else(|| {
+                Error::integrity(
+                    uri.to_string(),
+                    "no planned range ran across the object's end",
+                )
+            })?;
             let mut tail = Segment::from_buffer(across.into_buffer(), to_usize(uri, size - read)?);
             let info = self
                 .get_into(uri, Some(tail_range), etag.as_deref(), &mut tail)
