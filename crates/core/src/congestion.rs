@@ -89,6 +89,20 @@ const ONE_KIND: f64 = 0.9;
 /// at a change is not ended by the next: work that changes kind in bursts still has rounds
 /// that end.
 const SWITCH: u64 = 8;
+/// Standard errors (of the round's mean answer time: `Round::error`) by which a doubling's
+/// gain must clear [`SLOW_START_GAIN`] to be kept after one limit of answers rather than
+/// `4 × limit`. A latency-bound store answers a doubling with about twice the rate, which
+/// clears 1.25 by far even when small requests' times spread as widely as S3's latency
+/// (5 to 150 ms); a rate gain that close to the bar is judged on the
+/// full round. Four round trips per doubling made a short job end before its search did
+/// (400 objects of 128 KiB under `s3-standard`: docs/benchmarks.md).
+const CLEAR: f64 = 3.0;
+/// Relative error of the mean answer time at which the first round of a search, which only
+/// sets the rate the first doubling is judged by, ends after one limit of answers: 16
+/// answers of 5 to 150 ms know it to about this, where `4 × limit` answers took four round
+/// trips before any doubling. Its error counts in the next verdict ([`CLEAR`]), and a
+/// doubling that pays 2x still clears the bar by far.
+const BASE_ERROR: f64 = 0.15;
 /// Rate a quarter more must bring to be kept.
 const PROBE_GAIN: f64 = 1.10;
 /// A held limit whose rate falls below this share of the held rate starts over.
@@ -264,6 +278,8 @@ struct State {
     rate: f64,
     /// Answers per second of the same round (`CongestionStats::rate`).
     answer_rate: f64,
+    /// The relative error of that round's rate (`Round::error`).
+    judged_error: f64,
     /// The kind of requests the phase's rates were measured on, when one kind.
     judged_on: Option<Kind>,
     /// The last answers of one kind in a row.
@@ -377,6 +393,7 @@ impl Congestion {
                 round: Round::new(start, Instant::now()),
                 rate: 0.0,
                 answer_rate: 0.0,
+                judged_error: 0.0,
                 judged_on: None,
                 run: Run {
                     kind: Kind::Read,
@@ -528,9 +545,26 @@ impl Congestion {
         let other_work = matches!((round_kind, s.judged_on), (Some(a), Some(b)) if a != b);
         let after_meta = other_work && s.judged_on == Some(Kind::Meta);
         let quick = other_work || matches!(s.phase, Phase::SlowStart { .. });
-        if !s.round.is_complete(s.allowed(self.max), quick) || elapsed < MIN_ROUND_TIME {
+        // A slow start's rounds may end after one limit of answers: the first where its
+        // rate is known well enough to be the base, a later one where its doubling clearly
+        // paid (`BASE_ERROR`, `CLEAR`).
+        let allowed = s.allowed(self.max);
+        let one_limit = !other_work && s.round.answers >= (allowed as u64).max(MIN_ROUND / 2);
+        let early = match s.phase {
+            Phase::SlowStart { base: None } => one_limit && s.round.error() <= BASE_ERROR,
+            Phase::SlowStart {
+                base: Some((_, was)),
+            } if one_limit => {
+                let rate = s.round.work / elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+                let error = s.round.error().hypot(s.judged_error);
+                rate >= was * SLOW_START_GAIN * (1.0 + CLEAR * error)
+            }
+            _ => false,
+        };
+        if !(s.round.is_complete(allowed, quick) || early) || elapsed < MIN_ROUND_TIME {
             return;
         }
+        let error = s.round.error();
         let secs = elapsed.as_secs_f64();
         let rate = s.round.work / secs;
         let answer_rate = s.round.answers as f64 / secs;
@@ -542,6 +576,7 @@ impl Congestion {
             return;
         }
         s.rate = rate;
+        s.judged_error = if error.is_finite() { error } else { 0.0 };
         s.answer_rate = answer_rate;
         let max = self.max as f64;
         s.judged_on = round_kind.or(s.judged_on);
@@ -905,6 +940,24 @@ mod tests {
         assert!(
             small.is_complete(32, false),
             "4 x limit answers end any round"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn small_requests_spread_as_s3_latency_reach_the_cap_in_a_short_job() {
+        // 5 to 150 ms a request however many are in flight (small objects under S3's
+        // latency): the first round sets the base after one limit of answers, and each
+        // doubling, which pays about 2x, is judged as soon as one limit of answers shows it.
+        let c = adaptive(256);
+        let limits = simulate(&c, 400, Duration::from_secs(2), |_, n| {
+            (Duration::from_millis(5 + (n * 7919) % 146), Ok(()))
+        })
+        .await;
+        // Rounds of `4 x limit` answers did not get there within the bound.
+        let at = limits.iter().position(|l| *l == 256);
+        assert!(
+            at.is_some_and(|i| i <= 80),
+            "limits every 10 ms: {limits:?}"
         );
     }
 
