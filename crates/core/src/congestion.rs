@@ -280,6 +280,8 @@ struct State {
     answer_rate: f64,
     /// The relative error of that round's rate (`Round::error`).
     judged_error: f64,
+    /// The last decision about the limit (`CongestionStats::last`).
+    last: Option<Decision>,
     /// The kind of requests the phase's rates were measured on, when one kind.
     judged_on: Option<Kind>,
     /// The last answers of one kind in a row.
@@ -345,6 +347,88 @@ pub struct CongestionStats {
     pub throttled: u64,
     /// Times the limit was cut.
     pub cuts: u64,
+    /// The last decision about the limit and why (`None` before the first).
+    pub last: Option<Decision>,
+}
+
+/// The controller's last decision about its limit, and the rates it rested on: what
+/// `sluice bench` prints beside the limit each row ended at. Gains are percent of the rate
+/// before (a doubling must bring 125, a probe 110).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "decision")]
+pub enum Decision {
+    /// Slow start doubled the limit.
+    Doubled {
+        /// The limit now.
+        to: usize,
+        /// The last doubling's gain, where there was one before.
+        gain: Option<u32>,
+    },
+    /// More requests did not pay enough.
+    Held {
+        /// The limit held.
+        at: usize,
+        /// The limit tried.
+        tried: usize,
+        /// What the limit tried read, against the limit held.
+        gain: u32,
+    },
+    /// A quarter more paid.
+    Probed {
+        /// The limit kept.
+        at: usize,
+        /// What it read against the limit before.
+        gain: u32,
+    },
+    /// Slow start reached the cap.
+    Capped {
+        /// The cap.
+        at: usize,
+    },
+    /// The store's latency or the kind of work changed: the search started again.
+    Restarted {
+        /// Where it starts.
+        at: usize,
+    },
+    /// The store throttled or failed.
+    Cut {
+        /// The limit now.
+        to: usize,
+    },
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let x = |pct: u32| format!("{:.2}x", f64::from(pct) / 100.0);
+        match *self {
+            Decision::Doubled { to, gain: None } => write!(f, "slow start, doubled to {to}"),
+            Decision::Doubled { to, gain: Some(g) } => {
+                write!(
+                    f,
+                    "slow start, doubled to {to}: the last doubling read {}",
+                    x(g)
+                )
+            }
+            Decision::Held { at, tried, gain } => write!(
+                f,
+                "held at {at}: {tried} read {} as fast (more must pay {} for a doubling, {} for a quarter)",
+                x(gain),
+                x((SLOW_START_GAIN * 100.0) as u32),
+                x((PROBE_GAIN * 100.0).round() as u32)
+            ),
+            Decision::Probed { at, gain } => {
+                write!(f, "kept {at}: a quarter more read {}", x(gain))
+            }
+            Decision::Capped { at } => write!(f, "at the cap, {at}"),
+            Decision::Restarted { at } => {
+                write!(
+                    f,
+                    "search restarted at {at}: the latency or the kind of work changed"
+                )
+            }
+            Decision::Cut { to } => write!(f, "cut to {to}: the store throttled or failed"),
+        }
+    }
 }
 
 /// The controller of one client (module docs).
@@ -394,6 +478,7 @@ impl Congestion {
                 rate: 0.0,
                 answer_rate: 0.0,
                 judged_error: 0.0,
+                last: None,
                 judged_on: None,
                 run: Run {
                     kind: Kind::Read,
@@ -441,6 +526,7 @@ impl Congestion {
             rate: s.answer_rate,
             throttled: s.throttled,
             cuts: s.cuts,
+            last: s.last,
         }
     }
 
@@ -477,6 +563,9 @@ impl Congestion {
                     s.set_limit(cut, self.max, now);
                     s.last_cut = Some(now);
                     s.cuts += 1;
+                    s.last = Some(Decision::Cut {
+                        to: s.allowed(self.max),
+                    });
                 }
             }
             Outcome::Answered => {
@@ -587,6 +676,7 @@ impl Congestion {
         } else {
             s.phase
         };
+        let judged = phase;
         let (next, phase) = match phase {
             // HEADs and LISTs wait on latency alone, so a burst of them (`sluice get` sizing
             // its objects) can draw the limit to the cap, and a slow start from there never
@@ -645,11 +735,52 @@ impl Congestion {
                 },
             ),
         };
+        let was = s.allowed(self.max);
         s.phase = phase;
         if next != s.limit {
             s.set_limit(next, self.max, now);
         }
         s.ceiling = s.limit;
+        let now_at = s.allowed(self.max);
+        let gain = |before: f64| (100.0 * rate / before.max(f64::MIN_POSITIVE)).round() as u32;
+        let decision = match (judged, phase) {
+            _ if after_meta => Some(Decision::Restarted { at: now_at }),
+            (Phase::SlowStart { base }, Phase::SlowStart { .. }) if now_at > was => {
+                Some(Decision::Doubled {
+                    to: now_at,
+                    gain: base.map(|(_, before)| gain(before)),
+                })
+            }
+            (
+                Phase::SlowStart {
+                    base: Some((_, before)),
+                },
+                Phase::Hold { .. },
+            ) if now_at < was => Some(Decision::Held {
+                at: now_at,
+                tried: was,
+                gain: gain(before),
+            }),
+            (Phase::SlowStart { .. }, Phase::Hold { .. }) => Some(Decision::Capped { at: now_at }),
+            (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) if now_at < was => {
+                Some(Decision::Held {
+                    at: now_at,
+                    tried: was,
+                    gain: gain(before),
+                })
+            }
+            (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) => Some(Decision::Probed {
+                at: now_at,
+                gain: gain(before),
+            }),
+            (Phase::Hold { .. }, Phase::SlowStart { .. }) => {
+                Some(Decision::Restarted { at: now_at })
+            }
+            _ => None,
+        };
+        if decision.is_some() {
+            s.last = decision;
+        }
     }
 
     /// Puts `allowed` permits in circulation: adds what is missing (first cancelling what is
@@ -903,6 +1034,13 @@ mod tests {
         let s = c.stats();
         assert_eq!(s.limit, 256, "{s:?}");
         assert!(s.rate > 0.9 * 256.0 / 0.030, "rate {}", s.rate);
+        assert!(
+            matches!(
+                s.last,
+                Some(Decision::Capped { at: 256 } | Decision::Probed { .. })
+            ),
+            "{s:?}"
+        );
     }
 
     #[test]
@@ -1005,6 +1143,18 @@ mod tests {
         .await;
         let after_writes = c.stats().limit;
         assert!(after_writes <= 2 * ADAPTIVE_START, "{:?}", c.stats());
+        // It says why: more did not pay (a saturated store answers more as fast).
+        match c.stats().last {
+            Some(d @ Decision::Held { at, tried, gain }) => {
+                assert!(at < tried && gain < 125, "{d}");
+                assert!(
+                    d.to_string()
+                        .starts_with(&format!("held at {at}: {tried} read")),
+                    "{d}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         let store = |_: Instant, n: u64| (Duration::from_millis(190 + (n * 7919) % 20), Ok(()));
         // Within a few round trips.
         simulate_kind(&c, 256, Kind::Read, Duration::from_millis(800), store).await;

@@ -32,7 +32,7 @@ mod uri;
 pub mod wire;
 
 pub use config::{Checksums, StoreConfig, Timeouts};
-pub use congestion::{ADAPTIVE_START, Concurrency, CongestionStats};
+pub use congestion::{ADAPTIVE_START, Concurrency, CongestionStats, Decision};
 pub use credentials::CredentialsCache;
 pub use error::{Error, ErrorKind, Result, TimeoutPhase};
 pub use listing::{ListOptions, ListPage, Upload};

@@ -56,6 +56,9 @@ pub struct InFlight {
     /// Bytes per ranged GET at the end, the largest of the processes' (0: none split).
     #[serde(default)]
     pub range_size: u64,
+    /// The first process's controller's last decision, and why.
+    #[serde(default)]
+    pub last: Option<sluice_core::Decision>,
 }
 
 impl InFlight {
@@ -67,6 +70,7 @@ impl InFlight {
             throttled: a.throttled + b.throttled,
             window: a.window + b.window,
             range_size: a.range_size.max(b.range_size),
+            last: a.last.or(b.last),
         })
     }
 }
@@ -167,9 +171,10 @@ pub(super) fn print_table(rows: &[Row]) {
             } else {
                 "fixed"
             };
+            let why = f.last.map_or(String::new(), |d| format!("; {d}"));
             println!(
                 "  {} {}x{}: requests in flight at the end {} ({how}), objects {}, ranges of {}, \
-                 {} throttled",
+                 {} throttled{why}",
                 r.client,
                 r.processes,
                 r.prefetch,

@@ -278,6 +278,7 @@ pub async fn worker(a: WorkerArgs) -> Result<(), Failure> {
             throttled: c.throttled,
             window: window.unwrap_or(0),
             range_size,
+            last: c.last,
         }),
     };
     println!("{}", serde_json::to_string(&done).expect("serialisable"));
