@@ -291,7 +291,8 @@ impl Client {
     }
 
     /// The requests in flight this client allows now and what set them ({"limit", "max",
-    /// "adaptive", "rate", "throttled", "cuts"}); None for a client of local files only.
+    /// "adaptive", "rate", "throttled", "cuts", "last"}); None for a client of local files
+    /// only.
     fn congestion<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         congestion(py, self.store.as_ref())
     }
@@ -501,6 +502,7 @@ pub fn congestion<'py>(
     d.set_item("rate", c.rate)?;
     d.set_item("throttled", c.throttled)?;
     d.set_item("cuts", c.cuts)?;
+    d.set_item("last", c.last.map(|d| d.to_string()))?;
     Ok(Some(d))
 }
 

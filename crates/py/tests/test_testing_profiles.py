@@ -68,6 +68,7 @@ def test_over_the_rate_the_server_answers_slow_down():
     assert set(control) == set(sluice.Congestion.__annotations__)
     assert control["throttled"] == len(refused)
     assert 1 <= control["limit"] < control["max"], "the client slowed down"
+    assert control["last"].startswith("cut to "), control
 
 
 @pytest.mark.parametrize(

@@ -126,3 +126,6 @@ class Congestion(TypedDict):
     """Answers that asked the client to slow down."""
     cuts: int
     """Times the limit was cut."""
+    last: Optional[str]
+    """The last decision about the limit and the rates behind it (``"held at 32: 64 read
+    1.05x as fast ..."``); None before the first."""
