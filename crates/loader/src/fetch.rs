@@ -90,7 +90,7 @@ impl Fetcher {
                 bytes: size.min(chunk),
                 done: false,
             },
-            (None, Some(guess)) if !planner.splits() || guess <= chunk => FirstPiece {
+            (None, Some(guess)) if planner.plan(guess).is_none() => FirstPiece {
                 bytes: guess,
                 done: true,
             },
@@ -187,10 +187,17 @@ impl Fetcher {
             // Admission covered the range size of its moment; the limit may have moved since.
             cover(memory, chunk).await;
         }
-        let first = ByteRange::with_len(0, chunk).expect("chunk size is non-zero");
+        // Guessed not to be split (DLIO's 4 MiB npy records against 4 MiB ranges): ask for
+        // all an object below the threshold can hold, so that one request reads it whole.
+        // A first range of one chunk took a second request for the bytes beyond it.
+        let first_len = match guess {
+            Some(_) => planner.threshold.max(chunk),
+            None => chunk,
+        };
+        let first = ByteRange::with_len(0, first_len).expect("chunk size is non-zero");
         // From the pool: a fresh allocation per object would be page-faulted in every time,
         // and the s3dlio-compatible loop never knows sizes.
-        let buf_len = guess.map_or(chunk, |g| g.clamp(1, chunk));
+        let buf_len = guess.map_or(chunk, |g| g.clamp(1, first_len));
         let mut seg = Segment::growable_in(self.pool.take_for(uri, to_usize(uri, buf_len)?)?);
         let info = match self.get_into(uri, Some(first), None, &mut seg).await {
             // S3 answers a range on an empty object with 416: read it plainly.
@@ -231,11 +238,14 @@ impl Fetcher {
                 ),
             )
         })?;
-        // Large: the planned chunks (the first is the one in hand). Otherwise: one more
-        // request for everything after the first chunk.
-        let rest = planner
-            .plan(size)
-            .unwrap_or_else(|| vec![first, after_first]);
+        // The bytes in hand, then the rest: in planned chunks where large, else one more
+        // request.
+        let mut rest = vec![ByteRange::new(0, info.bytes).expect("some bytes arrived")];
+        rest.extend(
+            planner
+                .plan_range(after_first)
+                .unwrap_or_else(|| vec![after_first]),
+        );
         // The first chunk already sits in its own buffer: one chunk's copy is the price of not
         // knowing the size up front, against a HEAD round trip per object.
         // The rest must be the version the first chunk came from.

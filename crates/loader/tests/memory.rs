@@ -320,3 +320,32 @@ async fn objects_smaller_or_larger_than_the_guess_are_read_whole() {
     );
     assert_eq!(stats.over_budget, 0, "{stats:?}");
 }
+
+/// Objects named without sizes, a little larger than one range but below the threshold (DLIO's
+/// npy records: 4 MiB and a header, against 4 MiB ranges): once one size is known, each is
+/// read with one GET, not a range and then its last bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_guessed_below_the_threshold_take_one_get_each() {
+    const MIB: usize = 1 << 20;
+    let s = store();
+    let keys: Vec<String> = (0..6).map(|i| format!("n/{i}")).collect();
+    for k in &keys {
+        s.wire().inner().insert(&uri(k), data(k, MIB + 128));
+    }
+    let opts = LoaderOptions {
+        order: Order::Input,
+        range_threshold: 4 * MIB as u64,
+        chunk_size: Some(MIB as u64),
+        // The budget's turn admits the second object once the first one's size is known.
+        memory_budget: Some(64 * MIB as u64),
+        ..LoaderOptions::default()
+    };
+    let ds = Dataset::from_uris(keys.iter().map(|k| uri(k)));
+    let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
+    let got = drain(&mut loader).await;
+    for (o, k) in got.iter().zip(&keys) {
+        assert_eq!(o.as_ref().unwrap().data, data(k, MIB + 128), "{k}");
+    }
+    // The first: a range of one chunk, then the rest; the other five: one GET each.
+    assert_eq!(s.wire().calls(Op::Get), 2 + 5);
+}
