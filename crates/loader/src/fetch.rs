@@ -280,10 +280,7 @@ impl Fetcher {
         ranges: &[ByteRange],
         memory: &mut Option<&mut Reservation>,
     ) -> Result<Fetched> {
-        let lens: Vec<usize> = ranges
-            .iter()
-            .map(|r| to_usize(uri, r.len().expect("planned ranges are bounded")))
-            .collect::<Result<_>>()?;
+        let lens = range_lens(uri, ranges)?;
         let buf = self.pool.take_for(uri, to_usize(uri, guess)?)?;
         let mut tasks = JoinSet::new();
         for (i, (seg, range)) in SegmentedBuffer::split_buffer(buf, &lens)
@@ -479,10 +476,7 @@ impl Fetcher {
         etag: Option<&str>,
         memory: &mut Option<&mut Reservation>,
     ) -> Result<Fetched> {
-        let lens: Vec<usize> = ranges
-            .iter()
-            .map(|r| to_usize(uri, r.len().expect("planned ranges are bounded")))
-            .collect::<Result<_>>()?;
+        let lens = range_lens(uri, ranges)?;
         let len = lens.iter().sum();
         let base = ranges.first().map_or(0, ByteRange::start);
         let mut segments = SegmentedBuffer::split_buffer(self.pool.take_for(uri, len)?, &lens);
@@ -605,6 +599,14 @@ fn same_size(uri: &ObjectUri, planned: u64, reported: Option<u64>) -> Result<()>
         )),
         _ => Ok(()),
     }
+}
+
+/// The lengths of planned (bounded) ranges, as segment lengths.
+fn range_lens(uri: &ObjectUri, ranges: &[ByteRange]) -> Result<Vec<usize>> {
+    ranges
+        .iter()
+        .map(|r| to_usize(uri, r.len().expect("planned ranges are bounded")))
+        .collect()
 }
 
 /// A size from a listing or a response, as a length to allocate: never more than any S3

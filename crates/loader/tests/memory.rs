@@ -289,29 +289,8 @@ async fn objects_smaller_or_larger_than_the_guess_are_read_whole() {
         6 * MIB + 7,
     ];
     let s = store();
-    let keys: Vec<String> = (0..sizes.len()).map(|i| format!("g/{i}")).collect();
-    for (k, &len) in keys.iter().zip(&sizes) {
-        s.wire().inner().insert(&uri(k), data(k, len));
-    }
-    let opts = LoaderOptions {
-        order: Order::Input,
-        range_threshold: 2 * MIB as u64,
-        chunk_size: Some(MIB as u64),
-        // The budget's turn admits the second object after the first one's size is known.
-        memory_budget: Some(64 * MIB as u64),
-        ..LoaderOptions::default()
-    };
-    let ds = Dataset::from_uris(keys.iter().map(|k| uri(k)));
-    let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
-    let got = drain(&mut loader).await;
-    assert_eq!(got.len(), keys.len());
-    for ((o, k), &len) in got.iter().zip(&keys).zip(&sizes) {
-        let o = o.as_ref().unwrap_or_else(|e| panic!("{k} ({len} B): {e}"));
-        assert_eq!(o.uri.key(), k);
-        assert!(o.data == data(k, len), "{k}: {} B, not {len}", o.data.len());
-    }
+    let stats = read_unsized(&s, "g/", &sizes, 2 * MIB as u64).await;
     assert_eq!(s.wire().calls(Op::Head), 0);
-    let stats = loader.stats();
     // The first two are read as 7 ranges each; the rest cost more (416s past their end,
     // a tail read again, the ranges beyond a guess), never fewer than their own ranges.
     assert!(
@@ -328,24 +307,41 @@ async fn objects_smaller_or_larger_than_the_guess_are_read_whole() {
 async fn objects_guessed_below_the_threshold_take_one_get_each() {
     const MIB: usize = 1 << 20;
     let s = store();
-    let keys: Vec<String> = (0..6).map(|i| format!("n/{i}")).collect();
-    for k in &keys {
-        s.wire().inner().insert(&uri(k), data(k, MIB + 128));
+    read_unsized(&s, "n/", &[MIB + 128; 6], 4 * MIB as u64).await;
+    // The first: a range of one chunk, then the rest; the other five: one GET each.
+    assert_eq!(s.wire().calls(Op::Get), 2 + 5);
+}
+
+/// Objects `{prefix}{i}` of `sizes`, named by URI alone, read in input order with ranges of
+/// 1 MiB from `threshold` on, under a budget whose turn admits each object once the one
+/// before has learned its size (so every object after the first is read on a guess). Each is
+/// checked whole, in order; returns the loader's stats.
+async fn read_unsized(
+    s: &Arc<Store>,
+    prefix: &str,
+    sizes: &[usize],
+    threshold: u64,
+) -> sluice_loader::StatsSnapshot {
+    const MIB: u64 = 1 << 20;
+    let keys: Vec<String> = (0..sizes.len()).map(|i| format!("{prefix}{i}")).collect();
+    for (k, &len) in keys.iter().zip(sizes) {
+        s.wire().inner().insert(&uri(k), data(k, len));
     }
     let opts = LoaderOptions {
         order: Order::Input,
-        range_threshold: 4 * MIB as u64,
-        chunk_size: Some(MIB as u64),
-        // The budget's turn admits the second object once the first one's size is known.
-        memory_budget: Some(64 * MIB as u64),
+        range_threshold: threshold,
+        chunk_size: Some(MIB),
+        memory_budget: Some(64 * MIB),
         ..LoaderOptions::default()
     };
     let ds = Dataset::from_uris(keys.iter().map(|k| uri(k)));
     let mut loader = Loader::new(s.clone(), &ds, opts).unwrap();
     let got = drain(&mut loader).await;
-    for (o, k) in got.iter().zip(&keys) {
-        assert_eq!(o.as_ref().unwrap().data, data(k, MIB + 128), "{k}");
+    assert_eq!(got.len(), keys.len());
+    for ((o, k), &len) in got.iter().zip(&keys).zip(sizes) {
+        let o = o.as_ref().unwrap_or_else(|e| panic!("{k} ({len} B): {e}"));
+        assert_eq!(o.uri.key(), k);
+        assert!(o.data == data(k, len), "{k}: {} B, not {len}", o.data.len());
     }
-    // The first: a range of one chunk, then the rest; the other five: one GET each.
-    assert_eq!(s.wire().calls(Op::Get), 2 + 5);
+    loader.stats()
 }
