@@ -435,9 +435,11 @@ async fn download(
 ) -> Result<(), String> {
     use crate::outdir::{OutFile, blocking};
     let file = Arc::new(blocking(move || OutFile::create(&dir, &segments, size)).await?);
-    let range = RangeSize::follow(Some(memory))
-        .for_client(store.congestion())
-        .get();
+    let ranges = RangeSize::follow(Some(memory));
+    if let Some(c) = store.congestion() {
+        store.expect_requests(ranges.requests_at_once([Some(size)], 0, Some(memory), c.max));
+    }
+    let range = ranges.for_client(store.congestion()).get();
     let at_once = usize::try_from(memory / range).unwrap_or(usize::MAX).max(1);
     let offsets = std::iter::successors(Some(0), |at| Some(at + range)).take_while(|&at| at < size);
     futures::stream::iter(offsets)

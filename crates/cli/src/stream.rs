@@ -77,6 +77,16 @@ pub async fn pass(
     sized: impl Fn(u64) + Sync,
 ) -> sluice_core::Result<Pass> {
     let started = Instant::now();
+    // A fresh client starts its search from what this pass could have in flight.
+    if let Some(c) = store.congestion() {
+        let requests = plan.range_size.requests_at_once(
+            objects.iter().map(|o| o.size),
+            plan.range_threshold,
+            plan.memory_budget,
+            c.max.min(plan.jobs),
+        );
+        store.expect_requests(requests);
+    }
     let memory = plan.memory_budget.map(MemoryUnits::new);
     let open: Vec<Open> = objects
         .iter()

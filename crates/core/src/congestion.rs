@@ -24,6 +24,13 @@
 //!   client kept less than [`FULL`] of the limit in flight, on average over the round's
 //!   time, say nothing about the limit (the application asked for fewer) and are not
 //!   judged.
+//! - **a start from the job** ([`Congestion::expect_requests`]): a job that knows its
+//!   objects (`sluice get` of a listing, the loader, `cp` to a file) names the requests it
+//!   could have in flight at once within its memory, and a fresh search starts there, then
+//!   halves while half as many read about as fast (a doubling not worth 1.25×) and doubles
+//!   on from the start when it was needed. A short job under latency is done in the round
+//!   trips its requests need; one on loopback comes down to what it needs. A throttle during
+//!   that search falls to [`ADAPTIVE_START`] at once: one round of overshoot at most.
 //! - **a change of work starts the search again**: a round of one kind judged after the
 //!   phase's rates were measured on another (reads of bytes, of metadata, writes; [`Kind`],
 //!   ≥ 90% of a round's answers) is taken as the base of a new slow start from the limit,
@@ -167,6 +174,9 @@ pub enum Concurrency {
 enum Phase {
     /// Doubling while the rate follows; `base`: the limit before and its rate.
     SlowStart { base: Option<(f64, f64)> },
+    /// Started where the job asked ([`Congestion::expect_requests`]) and halving while half
+    /// as many read about as fast; `base`: the limit above and its rate.
+    FromAbove { base: Option<(f64, f64)> },
     /// At a limit that paid; `rounds` measured there, at `rate` (bytes per second, with
     /// `ANSWER_BYTES` per answer).
     Hold { rounds: u32, rate: f64 },
@@ -380,6 +390,20 @@ pub enum Decision {
         /// What it read against the limit before.
         gain: u32,
     },
+    /// The search started where the job asked: it had that many requests ready.
+    FromJob {
+        /// Where it starts.
+        at: usize,
+    },
+    /// Half as many requests read about as fast as `tried`: the search from above goes on.
+    Halved {
+        /// The limit now.
+        to: usize,
+        /// The limit above.
+        tried: usize,
+        /// What `tried` read, against half as many.
+        gain: u32,
+    },
     /// Slow start reached the cap.
     Capped {
         /// The cap.
@@ -419,6 +443,12 @@ impl std::fmt::Display for Decision {
             Decision::Probed { at, gain } => {
                 write!(f, "kept {at}: a quarter more read {}", x(gain))
             }
+            Decision::FromJob { at } => write!(f, "started at {at}: the job had as many ready"),
+            Decision::Halved { to, tried, gain } => write!(
+                f,
+                "halved to {to}: {tried} read only {} of what half as many did",
+                x(gain)
+            ),
             Decision::Capped { at } => write!(f, "at the cap, {at}"),
             Decision::Restarted { at } => {
                 write!(
@@ -516,6 +546,33 @@ impl Congestion {
         }
     }
 
+    /// The job has `requests` ready to send at once (its objects' requests, as many as its
+    /// memory holds). A fresh adaptive search starts there, up to `max_connections`, instead
+    /// of at [`ADAPTIVE_START`], and halves while half as many read about as fast
+    /// ([`Phase::FromAbove`]): a short job under latency is done in the round trips its
+    /// requests need rather than in the doublings up to them, and a store that is as fast
+    /// with fewer (loopback) is searched down to them. Fewer than twice the start, or a
+    /// search already under way, change nothing.
+    pub(crate) fn expect_requests(&self, requests: usize) {
+        let mut s = self.state.lock().unwrap();
+        let fresh =
+            s.phase == Phase::SlowStart { base: None } && s.last.is_none() && s.judged_on.is_none();
+        let start = requests.min(self.max);
+        if self.mode != Concurrency::Adaptive
+            || !fresh
+            || start < 2 * ADAPTIVE_START
+            || start <= s.allowed(self.max)
+        {
+            return;
+        }
+        let now = Instant::now();
+        s.phase = Phase::FromAbove { base: None };
+        s.set_limit(start as f64, self.max, now);
+        s.ceiling = s.limit;
+        s.last = Some(Decision::FromJob { at: start });
+        self.resize(&mut s, start);
+    }
+
     /// The limit now and what set it.
     pub(crate) fn stats(&self) -> CongestionStats {
         let s = self.state.lock().unwrap();
@@ -552,14 +609,22 @@ impl Congestion {
                     }
                 }
                 if s.last_cut.is_none_or(|cut| sent > cut) {
+                    let mut cut = s.limit * BETA;
                     if self.mode == Concurrency::Adaptive {
-                        s.ceiling = s.limit;
+                        // A start from the job's requests is a guess above anything the store
+                        // has answered: throttled, it falls to where a search starts and grows
+                        // back no further, so it overshoots by one round at most.
+                        s.ceiling = if matches!(s.phase, Phase::FromAbove { .. }) {
+                            cut = cut.min(ADAPTIVE_START as f64);
+                            cut
+                        } else {
+                            s.limit
+                        };
                         s.phase = Phase::Hold {
                             rounds: 0,
                             rate: s.rate,
                         };
                     }
-                    let cut = s.limit * BETA;
                     s.set_limit(cut, self.max, now);
                     s.last_cut = Some(now);
                     s.cuts += 1;
@@ -633,20 +698,33 @@ impl Congestion {
         let round_kind = s.round.kind();
         let other_work = matches!((round_kind, s.judged_on), (Some(a), Some(b)) if a != b);
         let after_meta = other_work && s.judged_on == Some(Kind::Meta);
-        let quick = other_work || matches!(s.phase, Phase::SlowStart { .. });
-        // A slow start's rounds may end after one limit of answers: the first where its
-        // rate is known well enough to be the base, a later one where its doubling clearly
-        // paid (`BASE_ERROR`, `CLEAR`).
+        let quick =
+            other_work || matches!(s.phase, Phase::SlowStart { .. } | Phase::FromAbove { .. });
+        // A search's rounds may end after one limit of answers: the first where its rate is
+        // known well enough to be the base, a later one where the verdict on its doubling
+        // (or halving) is clear (`BASE_ERROR`, `CLEAR`).
         let allowed = s.allowed(self.max);
         let one_limit = !other_work && s.round.answers >= (allowed as u64).max(MIN_ROUND / 2);
+        let clear = || {
+            let rate = s.round.work / elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+            (rate, 1.0 + CLEAR * s.round.error().hypot(s.judged_error))
+        };
         let early = match s.phase {
-            Phase::SlowStart { base: None } => one_limit && s.round.error() <= BASE_ERROR,
+            Phase::SlowStart { base: None } | Phase::FromAbove { base: None } => {
+                one_limit && s.round.error() <= BASE_ERROR
+            }
             Phase::SlowStart {
                 base: Some((_, was)),
             } if one_limit => {
-                let rate = s.round.work / elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
-                let error = s.round.error().hypot(s.judged_error);
-                rate >= was * SLOW_START_GAIN * (1.0 + CLEAR * error)
+                let (rate, margin) = clear();
+                rate >= was * SLOW_START_GAIN * margin
+            }
+            // Judged at half of `was`'s limit: clearly needed, or clearly not.
+            Phase::FromAbove {
+                base: Some((_, was)),
+            } if one_limit => {
+                let (rate, margin) = clear();
+                rate * SLOW_START_GAIN * margin <= was || rate * SLOW_START_GAIN >= was * margin
             }
             _ => false,
         };
@@ -694,6 +772,28 @@ impl Congestion {
                     rate: was,
                 },
             ),
+            Phase::FromAbove {
+                base: Some((from, was)),
+            } if was >= rate * SLOW_START_GAIN => {
+                // Twice as many paid: the limit above was needed, and more may be.
+                if from >= max {
+                    (
+                        from,
+                        Phase::Hold {
+                            rounds: 0,
+                            rate: was,
+                        },
+                    )
+                } else {
+                    let base = Some((from, was));
+                    ((from * 2.0).min(max), Phase::SlowStart { base })
+                }
+            }
+            Phase::FromAbove { .. } if s.limit / 2.0 >= ADAPTIVE_START as f64 => {
+                let base = Some((s.limit, rate));
+                (s.limit / 2.0, Phase::FromAbove { base })
+            }
+            Phase::FromAbove { .. } => (s.limit, Phase::Hold { rounds: 0, rate }),
             Phase::SlowStart { .. } if s.limit >= max => (s.limit, Phase::Hold { rounds: 0, rate }),
             Phase::SlowStart { .. } => {
                 let base = Some((s.limit, rate));
@@ -762,6 +862,35 @@ impl Congestion {
                 gain: gain(before),
             }),
             (Phase::SlowStart { .. }, Phase::Hold { .. }) => Some(Decision::Capped { at: now_at }),
+            (
+                Phase::FromAbove {
+                    base: Some((from, above)),
+                },
+                _,
+            ) if now_at <= was => Some(Decision::Halved {
+                to: now_at,
+                tried: from as usize,
+                gain: (100.0 * above / rate.max(f64::MIN_POSITIVE)).round() as u32,
+            }),
+            (
+                Phase::FromAbove {
+                    base: Some((_, above)),
+                },
+                Phase::SlowStart { .. },
+            ) => Some(Decision::Doubled {
+                to: now_at,
+                gain: Some((100.0 * above / rate.max(f64::MIN_POSITIVE)).round() as u32),
+            }),
+            (
+                Phase::FromAbove {
+                    base: Some((_, above)),
+                },
+                Phase::Hold { .. },
+            ) => Some(Decision::Held {
+                at: now_at,
+                tried: was,
+                gain: gain(above),
+            }),
             (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) if now_at < was => {
                 Some(Decision::Held {
                     at: now_at,
@@ -1358,5 +1487,93 @@ mod tests {
             "cut below where it started: {s:?}"
         );
         assert_eq!(c.state.lock().unwrap().in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_with_its_requests_ready_starts_with_them_under_latency() {
+        // 400 small objects under S3's latency (5 to 150 ms): the job names its 256 requests,
+        // the first round is all of them, and half as many then read about half as fast.
+        let c = adaptive(256);
+        c.expect_requests(400);
+        assert_eq!(c.stats().last, Some(Decision::FromJob { at: 256 }));
+        let limits = simulate(&c, 400, Duration::from_secs(3), |_, n| {
+            (Duration::from_millis(5 + (n * 7919) % 146), Ok(()))
+        })
+        .await;
+        assert_eq!(limits[0], 256);
+        let s = c.stats();
+        assert_eq!(s.limit, 256, "{s:?} {limits:?}");
+        assert!(
+            matches!(s.last, Some(Decision::Held { at: 256, tried: 128, gain }) if gain < 80),
+            "{s:?}"
+        );
+        // A search under way, or a job too small to matter, changes nothing.
+        c.expect_requests(1000);
+        let fresh = adaptive(256);
+        fresh.expect_requests(2 * ADAPTIVE_START - 1);
+        assert_eq!(fresh.stats().limit, ADAPTIVE_START);
+        let fixed = Congestion::new(8, Concurrency::Fixed, quick());
+        fixed.expect_requests(1000);
+        assert_eq!(fixed.stats().limit, 8);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_from_the_job_comes_down_on_a_store_as_fast_with_fewer() {
+        // One request at a time, 1 ms each: the rate is the same at any limit, so the search
+        // halves from the job's 256 to where it starts without one.
+        let c = adaptive(256);
+        c.expect_requests(256);
+        let server = OneAtATime::new();
+        simulate(&c, 256, Duration::from_secs(20), move |now, _| {
+            (server.answer(now, Duration::from_millis(1)), Ok(()))
+        })
+        .await;
+        let s = c.stats();
+        assert!(s.limit <= ADAPTIVE_START + ADAPTIVE_START / 4, "{s:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_from_the_job_that_the_store_throttles_overshoots_one_round() {
+        // A store that refuses every request beyond 20 in flight, 30 ms each: the job's 256
+        // are one round's overshoot, then the limit falls to the start and the search goes
+        // on as it does without the job's number.
+        async fn storm(job: Option<usize>) -> (CongestionStats, Vec<usize>) {
+            let c = adaptive(256);
+            if let Some(n) = job {
+                c.expect_requests(n);
+            }
+            let in_flight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let limits = simulate(&c, 256, Duration::from_secs(5), move |_, _| {
+                use std::sync::atomic::Ordering::Relaxed;
+                let answer = if in_flight.fetch_add(1, Relaxed) >= 20 {
+                    slow_down()
+                } else {
+                    Ok(())
+                };
+                let in_flight = in_flight.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    in_flight.fetch_sub(1, Relaxed);
+                });
+                (Duration::from_millis(30), answer)
+            })
+            .await;
+            (c.stats(), limits)
+        }
+        let (alone, _) = storm(None).await;
+        let (from_job, limits) = storm(Some(256)).await;
+        assert_eq!(limits[0], 256);
+        assert!(
+            from_job.throttled <= alone.throttled + 256,
+            "{alone:?} {from_job:?}"
+        );
+        // The first round lasts its first answers' 30 ms; after it, no more than a search
+        // from the start reaches.
+        let after = limits.iter().skip_while(|l| **l == 256);
+        assert!(after.clone().count() >= limits.len() - 4, "{limits:?}");
+        assert!(
+            after.clone().all(|l| *l <= 2 * ADAPTIVE_START),
+            "{limits:?}"
+        );
     }
 }

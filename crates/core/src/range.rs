@@ -187,6 +187,41 @@ impl RangeSize {
         self.now(congestion.map_or(0, |c| c.limit))
     }
 
+    /// How many requests a job over objects of `sizes` (in the order it reads them; `None`:
+    /// not known, read by one first request) could have in flight at once, counting no more
+    /// than `at_most`: one per object below `threshold`, one per range of the smallest size
+    /// this gives for a larger one, and no more than `memory` holds (each request holding
+    /// its bytes, a first request of unknown size one range). What a job tells its client's
+    /// controller to start from (`ObjectStore::expect_requests`).
+    pub fn requests_at_once(
+        self,
+        sizes: impl IntoIterator<Item = Option<u64>>,
+        threshold: u64,
+        memory: Option<u64>,
+        at_most: usize,
+    ) -> usize {
+        let range = match self {
+            Self::Fixed(n) => n.get(),
+            Self::Follow { .. } => FOLLOW_MIN_RANGE,
+        };
+        let mut memory = memory.unwrap_or(u64::MAX);
+        let mut requests = 0;
+        for size in sizes {
+            let (count, each) = match size {
+                Some(s) if s >= threshold && s > range => (s.div_ceil(range), range),
+                Some(s) => (1, s.max(1)),
+                None => (1, range),
+            };
+            let fits = (memory / each).min(count);
+            requests = (requests as u64).saturating_add(fits).min(at_most as u64) as usize;
+            memory -= fits * each;
+            if fits < count || requests == at_most {
+                break;
+            }
+        }
+        requests
+    }
+
     /// The size of a range planned now, when the client allows `limit` requests in flight
     /// (0: it has no controller).
     pub fn now(self, limit: usize) -> NonZeroU64 {
@@ -223,6 +258,35 @@ pub fn split_ranges(size: u64, chunk: NonZeroU64) -> Vec<ByteRange> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_job_counts_its_requests_within_its_memory() {
+        let follow = RangeSize::follow(None);
+        let mib = 1u64 << 20;
+        let small = std::iter::repeat_n(Some(128 << 10), 400);
+        assert_eq!(
+            follow.requests_at_once(small.clone(), 16 * mib, None, 256),
+            256
+        );
+        assert_eq!(follow.requests_at_once(small, 16 * mib, Some(mib), 256), 8);
+        // 146 MB objects in ranges of 4 MiB, 256 MiB of memory: 64 ranges at once.
+        let large = std::iter::repeat_n(Some(146_600_628), 24);
+        assert_eq!(
+            follow.requests_at_once(large.clone(), 16 * mib, Some(256 * mib), 256),
+            64
+        );
+        assert_eq!(
+            follow.requests_at_once(large, RangePlanner::NEVER, None, 256),
+            24
+        );
+        // Not known: one first request each.
+        assert_eq!(
+            follow.requests_at_once([None, None, Some(0)], 16 * mib, None, 256),
+            3
+        );
+        let fixed = RangeSize::Fixed(NonZeroU64::new(mib).unwrap());
+        assert_eq!(fixed.requests_at_once([Some(10 * mib)], 0, None, 256), 10);
+    }
 
     #[test]
     fn header_uses_inclusive_end() {

@@ -249,6 +249,10 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         Some(self.inner.congestion.stats())
     }
 
+    fn expect_requests(&self, requests: usize) {
+        self.inner.congestion.expect_requests(requests);
+    }
+
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         retry(&self.cfg().retry, || self.inner.head_object(uri)).await
     }

@@ -39,6 +39,14 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// The job about to start has `requests` ready to send at once
+    /// ([`RangeSize::requests_at_once`](crate::RangeSize::requests_at_once)): a client that
+    /// searches its requests in flight may start from there (`congestion`). Nothing for a
+    /// store without a controller.
+    fn expect_requests(&self, requests: usize) {
+        let _ = requests;
+    }
+
     /// The object's size, ETag and modification time, without its body (a HEAD request).
     /// A missing object is `Error::NotFound`.
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;

@@ -181,6 +181,17 @@ impl Driver {
             // Listed sizes are known now; the others as their answers come (`Fetcher::saw`).
             b.room_for(items.iter().filter_map(|i| i.size).max().unwrap_or(0));
         }
+        // A fresh client starts its search from what this job could have in flight.
+        if let Some(c) = fetcher.store.congestion() {
+            let sizes = items.iter().take(opts.window_max()).map(|i| i.size);
+            let requests = fetcher.range_size.requests_at_once(
+                sizes,
+                fetcher.range_threshold,
+                opts.memory_budget,
+                c.max,
+            );
+            fetcher.store.expect_requests(requests);
+        }
         let window = Window::new(&opts, &fetcher);
         stats.window.store(window.size, Ordering::Relaxed);
         stats

@@ -98,6 +98,10 @@ impl ObjectStore for SchemeRouter {
         self.s3.congestion()
     }
 
+    fn expect_requests(&self, requests: usize) {
+        self.s3.expect_requests(requests);
+    }
+
     async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         self.pick(uri).head(uri).await
     }

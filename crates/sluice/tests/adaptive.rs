@@ -38,7 +38,11 @@ async fn server(settings: &[(&str, &str)]) -> (TestServer, Vec<sluice_core::Obje
 /// Reads every object with a default loader; checks each one's bytes.
 async fn read_all(store: &Arc<dyn ObjectStore>, uris: Vec<sluice_core::ObjectUri>) -> Loader {
     let dataset = Dataset::from_uris(uris);
-    let mut loader = Loader::new(store.clone(), &dataset, LoaderOptions::default()).unwrap();
+    drain(Loader::new(store.clone(), &dataset, LoaderOptions::default()).unwrap()).await
+}
+
+/// Reads every object `loader` delivers; checks each one's bytes and that all came.
+async fn drain(mut loader: Loader) -> Loader {
     let mut n = 0;
     while let Some(o) = within("loader next", loader.next()).await {
         let o = o.unwrap_or_else(|e| panic!("{e}"));
@@ -99,4 +103,32 @@ async fn a_fixed_number_is_kept() {
     let c = store.congestion().unwrap();
     assert_eq!((c.limit, c.max, c.adaptive), (8, 8, false));
     assert_eq!(loader.stats().window, sluice_loader::FOLLOW_MIN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_knows_its_objects_starts_with_as_many_requests() {
+    // 2,000 listed objects of 4 KiB: the loader names its requests (as many as the cap),
+    // and the fresh client starts there rather than at 16; then every object arrives.
+    let (server, uris) = server(&[("get-latency", "20ms")]).await;
+    let store = sluice::registry::open(Some("hyper"), config_for(&server, Scheme::Http)).unwrap();
+    let items = uris
+        .into_iter()
+        .map(|uri| sluice_loader::Item {
+            uri,
+            size: Some(SIZE as u64),
+            etag: None,
+        })
+        .collect();
+    let dataset = Dataset::from_items(items);
+    let loader = Loader::new(store.clone(), &dataset, LoaderOptions::default()).unwrap();
+    let c = store.congestion().unwrap();
+    assert_eq!(c.limit, c.max, "{c:?}");
+    assert_eq!(
+        c.last,
+        Some(sluice_core::Decision::FromJob { at: c.max }),
+        "{c:?}"
+    );
+    drain(loader).await;
+    let c = store.congestion().unwrap();
+    assert_eq!((c.throttled, c.cuts), (0, 0), "{c:?}");
 }
