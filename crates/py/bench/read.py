@@ -2,9 +2,11 @@
 rank's shard of them: every `--world`-th from `--rank`) `--epochs` times, each epoch with a new
 loader, through sluice.Loader (`--mode loader`), the s3dlio-compatible loop DLIO runs
 (`--mode compat`, `while batch := collect_batch(7)`), s3dlio itself with that loop
-(`--mode s3dlio`), or NVIDIA's multi-storage-client with its Rust client (`--mode msc`:
-`StorageClient.read` of each object, `--prefetch` threads), printing one JSON line per pass
-as `sluice get --json` does."""
+(`--mode s3dlio`), NVIDIA's multi-storage-client with its Rust client (`--mode msc`:
+`StorageClient.read` of each object, `--prefetch` threads), obstore (`--mode obstore`:
+`get_async` of each object, `--prefetch` at once on one event loop) or s3torchconnector's
+CRT client (`--mode s3tc`: `S3MapDataset` items read on `--prefetch` threads), printing one
+JSON line per pass as `sluice get --json` does."""
 
 import argparse
 import json
@@ -13,7 +15,9 @@ import sys
 import time
 
 p = argparse.ArgumentParser()
-p.add_argument("--mode", choices=["loader", "compat", "s3dlio", "msc"], required=True)
+p.add_argument(
+    "--mode", choices=["loader", "compat", "s3dlio", "msc", "obstore", "s3tc"], required=True
+)
 p.add_argument("--uris", required=True, help="a file of object URIs, one per line")
 p.add_argument("--endpoint", required=True)
 p.add_argument("--ca-bundle")
@@ -76,6 +80,42 @@ elif a.mode == "msc":
         )
     )
     keys = [u.split("/", 3)[3] for u in uris]
+elif a.mode == "obstore":
+    import asyncio
+
+    import obstore
+    from obstore.store import S3Store
+
+    ob = S3Store(
+        uris[0].split("/")[2],
+        endpoint=a.endpoint,
+        region=os.environ.get("AWS_REGION", "us-east-1"),
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        client_options={"allow_http": True},
+    )
+    keys = [u.split("/", 3)[3] for u in uris]
+
+    async def read_all(at_once: int) -> int:
+        gate = asyncio.Semaphore(at_once)
+
+        async def one(key: str) -> int:
+            async with gate:
+                got = await obstore.get_async(ob, key)
+                return len(await got.bytes_async())
+
+        return sum(await asyncio.gather(*(one(k) for k in keys)))
+elif a.mode == "s3tc":
+    from concurrent.futures import ThreadPoolExecutor
+
+    from s3torchconnector import S3ClientConfig, S3MapDataset
+
+    s3tc = S3MapDataset.from_objects(
+        uris,
+        region=os.environ.get("AWS_REGION", "us-east-1"),
+        endpoint=a.endpoint,
+        s3client_config=S3ClientConfig(force_path_style=True),
+    )
 else:
     import sluice
     from sluice.compat import s3dlio
@@ -93,6 +133,11 @@ for epoch in range(a.epochs):
     elif a.mode == "msc":
         with ThreadPoolExecutor(a.prefetch or 16) as pool:
             total = sum(len(b) for b in pool.map(msc.read, keys))
+    elif a.mode == "obstore":
+        total = asyncio.run(read_all(a.prefetch or 16))
+    elif a.mode == "s3tc":
+        with ThreadPoolExecutor(a.prefetch or 16) as pool:
+            total = sum(pool.map(lambda i: len(s3tc[i].read()), range(len(s3tc))))
     else:
         opts = {} if a.prefetch is None else {"prefetch": a.prefetch}
         loader = s3dlio.PyBytesAsyncDataLoader(s3dlio.PyDataset.from_uris(uris), opts)
