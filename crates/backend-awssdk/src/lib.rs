@@ -28,8 +28,8 @@ use sluice_core::checksum::Crc;
 use sluice_core::error::{error_chain, find_source};
 use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsPage};
 use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
+use sluice_core::wire::{Handlers, UploadedPart};
 use sluice_core::wire::{MAX_UPLOADS_PAGE, delete_refused};
-use sluice_core::wire::{PutWire, UploadedPart};
 use sluice_core::{
     Attributes, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions, Result,
     S3Store, StoreConfig, Wire, WireFromConfig,
@@ -137,7 +137,11 @@ macro_rules! with_attributes {
 }
 
 #[async_trait]
-impl PutWire for AwsSdkWire {
+impl Handlers for AwsSdkWire {
+    fn stack(&self) -> &'static str {
+        "awssdk"
+    }
+
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let s = uri.to_string();
         let out = self
@@ -291,17 +295,6 @@ impl PutWire for AwsSdkWire {
             .map(drop)
             .map_err(|e| self.err(&s, e))
     }
-}
-
-#[async_trait]
-impl Wire for AwsSdkWire {
-    fn backend(&self) -> &'static str {
-        "awssdk"
-    }
-
-    fn config(&self) -> &StoreConfig {
-        &self.cfg
-    }
 
     async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let subject = prefix.to_string();
@@ -344,7 +337,6 @@ impl Wire for AwsSdkWire {
             page.next_continuation_token().map(str::to_owned),
         )
     }
-
     async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.client
             .delete_object()
@@ -355,7 +347,6 @@ impl Wire for AwsSdkWire {
             .map(drop)
             .map_err(|e| self.err(&uri.to_string(), e))
     }
-
     async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let Some(first) = uris.first() else {
             return Ok(Vec::new());
@@ -393,7 +384,6 @@ impl Wire for AwsSdkWire {
             })
             .collect())
     }
-
     async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let out = self
             .client
@@ -410,7 +400,6 @@ impl Wire for AwsSdkWire {
             .map(str::to_owned);
         Ok(Some(PutInfo { etag, parts: None }))
     }
-
     async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
@@ -448,5 +437,16 @@ impl Wire for AwsSdkWire {
             })
             .collect();
         UploadsPage::new(&subject, uploads, out.is_truncated().unwrap_or(false), next)
+    }
+}
+
+#[async_trait]
+impl Wire for AwsSdkWire {
+    fn backend(&self) -> &'static str {
+        "awssdk"
+    }
+
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
     }
 }

@@ -5,7 +5,7 @@
 //! 4 KiB that is still in cache. Plain http needs none of this (hyper itself reads up to
 //! `READ_BUF_MAX` at once), so only `https` connections get the buffer.
 
-use crate::transport::Tcp;
+use crate::resolve::Tcp;
 use futures::future::BoxFuture;
 use http::Uri;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
@@ -17,8 +17,8 @@ use std::task::{Context, Poll, ready};
 use tokio::net::TcpStream;
 use tower_service::Service;
 
-/// Bytes read from the socket at once under TLS: 16 records of 16 KiB. Measured with
-/// scripts/measure-get (nginx, TLS 1.3; see docs/benchmarks.md).
+/// Bytes read from the socket at once under TLS: 16 records of 16 KiB, so that one read
+/// brings many records (scripts/measure-get over https; docs/benchmarks.md).
 pub const TLS_READ_BUF: usize = 256 << 10;
 
 /// `HttpConnector` whose `https` connections read through a `TLS_READ_BUF` buffer.

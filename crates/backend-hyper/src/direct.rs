@@ -67,7 +67,7 @@ struct Origin {
 
 /// The direct GET path of one client: its idle connections and how to open new ones.
 pub struct Direct {
-    tcp: crate::transport::Tcp,
+    tcp: crate::resolve::Tcp,
     tls: TlsConnector,
     cfg: Arc<StoreConfig>,
     idle: Arc<Mutex<Idle>>,
@@ -137,7 +137,7 @@ impl Direct {
         let mut tls = tls.clone();
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         Self {
-            tcp: crate::transport::tcp_connector(&cfg),
+            tcp: crate::resolve::tcp_connector(&cfg),
             tls: TlsConnector::from(Arc::new(tls)),
             cfg,
             idle: Arc::default(),

@@ -27,7 +27,7 @@ use sluice_core::listing::{ListOptions, ListPage, Upload, UploadMarker, UploadsP
 use sluice_core::wire::ErrorDoc;
 use sluice_core::wire::MAX_UPLOADS_PAGE;
 use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
-use sluice_core::wire::{PutWire, UploadedPart};
+use sluice_core::wire::{Handlers, UploadedPart};
 use sluice_core::{
     Attributes, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions, Result,
     S3Store, StoreConfig, Wire, WireFromConfig,
@@ -231,7 +231,11 @@ impl GetWire for HyperWire {
 }
 
 #[async_trait]
-impl PutWire for HyperWire {
+impl Handlers for HyperWire {
+    fn stack(&self) -> &'static str {
+        "hyper"
+    }
+
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
@@ -365,17 +369,6 @@ impl PutWire for HyperWire {
             .await
             .map(drop)
     }
-}
-
-#[async_trait]
-impl Wire for HyperWire {
-    fn backend(&self) -> &'static str {
-        "hyper"
-    }
-
-    fn config(&self) -> &StoreConfig {
-        self.transport.config()
-    }
 
     async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let mut q = vec![("list-type", "2"), ("prefix", prefix.key())];
@@ -415,7 +408,6 @@ impl Wire for HyperWire {
             page.next_continuation_token,
         )
     }
-
     async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);
@@ -424,7 +416,6 @@ impl Wire for HyperWire {
             .await
             .map(drop)
     }
-
     async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let Some(first) = uris.first() else {
             return Ok(Vec::new());
@@ -454,7 +445,6 @@ impl Wire for HyperWire {
             .map(|e| sluice_core::wire::delete_refused(&first.with_key(e.key), &e.code, &e.message))
             .collect())
     }
-
     async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let s = to.to_string();
         let mut headers = HeaderMap::new();
@@ -472,7 +462,6 @@ impl Wire for HyperWire {
         let etag = Self::parse_xml::<xml::CopyObjectResult>(&s, &body)?.etag;
         Ok(Some(PutInfo { etag, parts: None }))
     }
-
     async fn list_multipart_uploads(
         &self,
         prefix: &ObjectUri,
@@ -505,5 +494,16 @@ impl Wire for HyperWire {
             })
             .collect();
         UploadsPage::new(&subject, uploads, page.is_truncated, next)
+    }
+}
+
+#[async_trait]
+impl Wire for HyperWire {
+    fn backend(&self) -> &'static str {
+        "hyper"
+    }
+
+    fn config(&self) -> &StoreConfig {
+        self.transport.config()
     }
 }

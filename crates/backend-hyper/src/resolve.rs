@@ -2,15 +2,19 @@
 //! `GaiResolver`), and for a wire that follows a redirect, a check of every address a name
 //! resolves to. Core refuses a redirect whose target resolves to a metadata address when it
 //! follows it; the name can resolve elsewhere by the time a connection opens (DNS
-//! rebinding), so the addresses actually connected to are checked again here.
+//! rebinding), so the addresses actually connected to are checked again here. And the
+//! connector every connection opens through, built on that resolver.
 
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
+use sluice_core::StoreConfig;
 use sluice_core::wire::redirect::forbidden_ip;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tower_service::Service;
 
 /// The system resolver, refusing forbidden addresses when `guard` is set.
@@ -64,6 +68,22 @@ impl Service<Name> for GuardedResolver {
         let resolving = self.inner.call(name.clone());
         Box::pin(async move { checked(name.as_str(), resolving.await?.collect(), guard) })
     }
+}
+
+/// The connector every connection of this backend opens through.
+pub type Tcp = HttpConnector<GuardedResolver>;
+
+/// How every connection of this backend is opened (hyper's and the direct path's alike):
+/// addresses tried as hyper-util does (IPv6 and IPv4 raced), no Nagle, TCP keepalive, the
+/// connect timeout; for a redirect's target, no metadata address (`resolve`).
+pub fn tcp_connector(cfg: &StoreConfig) -> Tcp {
+    let mut http =
+        HttpConnector::new_with_resolver(GuardedResolver::new(cfg.refuse_metadata_addresses));
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(cfg.timeouts.connect));
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    http
 }
 
 #[cfg(test)]

@@ -1,14 +1,13 @@
 //! The HTTP client: pooled hyper 1 connections over rustls, bounded waits, request signing,
 //! and S3 error responses turned into `sluice_core::Error`.
 
-use crate::resolve::GuardedResolver;
+use crate::resolve::tcp_connector;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use sluice_core::error::{Moved, is_redirect};
 use sluice_core::error::{error_chain, sources};
@@ -27,14 +26,10 @@ pub const H2_STREAM_WINDOW: u32 = 16 << 20;
 pub const H2_CONNECTION_WINDOW: u32 = 64 << 20;
 
 /// Largest read hyper issues on a connection (its adaptive strategy grows up to this).
-/// Throughput does not decide it (on loopback, 64 KiB … 4 MiB all landed within the noise,
-/// 1.5–2.4 GB/s); the client's CPU does. Every byte is copied by the kernel into this
-/// buffer, and 16 connections × 1 MiB buffers spread that copy over more memory than the
-/// core's 1 MiB L2 holds: `perf` showed the same bytes' `_copy_to_iter` taking 1.8× curl's
-/// time (one connection, one small buffer). `sluice get -j 16` against nginx (CPU 0, client
-/// CPU 1, 24 × 146.6 MB, 5 alternating runs, medians): 1 MiB 0.228 / 0.198 CPU-s/GB (first
-/// pass / second), 256 KiB 0.189 / 0.183, 128 KiB 0.365 / 0.167 (a first pass full of
-/// socket backlog). Reads seldom bring more than ~100 KB anyway. Over TLS no difference.
+/// Throughput does not decide it; the client's CPU does. Every byte is copied by the kernel
+/// into this buffer, and 16 connections × 1 MiB buffers spread that copy over more memory
+/// than a core's L2 holds; much smaller, a first pass fills the socket's backlog. Reads
+/// seldom bring more than ~100 KB anyway (docs/benchmarks.md, "Why the defaults").
 pub const READ_BUF_MAX: usize = 256 << 10;
 
 #[derive(Debug, Clone)]
@@ -203,22 +198,6 @@ impl Transport {
         };
         error_reply(subject, status, &body, request_id)
     }
-}
-
-/// The connector every connection of this backend opens through.
-pub type Tcp = HttpConnector<GuardedResolver>;
-
-/// How every connection of this backend is opened (hyper's and the direct path's alike):
-/// addresses tried as hyper-util does (IPv6 and IPv4 raced), no Nagle, TCP keepalive, the
-/// connect timeout; for a redirect's target, no metadata address (`resolve`).
-pub fn tcp_connector(cfg: &StoreConfig) -> Tcp {
-    let mut http =
-        HttpConnector::new_with_resolver(GuardedResolver::new(cfg.refuse_metadata_addresses));
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(cfg.timeouts.connect));
-    http.set_keepalive(Some(Duration::from_secs(60)));
-    http
 }
 
 /// Collects a small body (error XML, listing, multipart replies) of at most `limit` bytes

@@ -30,7 +30,7 @@ use sluice_core::checksum::Crc;
 use sluice_core::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
 use sluice_core::unsupported;
 use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
-use sluice_core::wire::{PutWire, UploadedPart};
+use sluice_core::wire::{Handlers, UploadedPart};
 use sluice_core::{
     Attributes, ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo,
     PutMode, PutOptions, Result, S3Store, StoreConfig, Wire, WireFromConfig,
@@ -240,7 +240,11 @@ impl GetWire for ObjectStoreWire {
 /// object_store's low-level multipart calls, so uploads run through core's one multipart
 /// loop and streaming writer like every backend's.
 #[async_trait]
-impl PutWire for ObjectStoreWire {
+impl Handlers for ObjectStoreWire {
+    fn stack(&self) -> &'static str {
+        "objectstore"
+    }
+
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         // `head` is this same HEAD, less the attributes.
         let opts = object_store::GetOptions {
@@ -366,17 +370,6 @@ impl PutWire for ObjectStoreWire {
             .await
             .map_err(self.err(uri))
     }
-}
-
-#[async_trait]
-impl Wire for ObjectStoreWire {
-    fn backend(&self) -> &'static str {
-        "objectstore"
-    }
-
-    fn config(&self) -> &StoreConfig {
-        &self.cfg
-    }
 
     async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         let opts = PaginatedListOptions {
@@ -408,14 +401,12 @@ impl Wire for ObjectStoreWire {
         let truncated = page.page_token.is_some();
         ListPage::new(&prefix.to_string(), entries, truncated, page.page_token)
     }
-
     async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.store(uri.bucket())?
             .delete(&path(uri)?)
             .await
             .map_err(self.err(uri))
     }
-
     /// object_store's `delete_stream` sends one DeleteObjects per 1,000 paths and yields
     /// either one result per path (the request answered) or a single error (it did not).
     async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
@@ -474,7 +465,6 @@ impl Wire for ObjectStoreWire {
         );
         Ok(refused)
     }
-
     async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         if from.bucket() != to.bucket() {
             // object_store's client is one bucket's: its CopyObject copies within it.
@@ -490,7 +480,6 @@ impl Wire for ObjectStoreWire {
             parts: None,
         }))
     }
-
     /// object_store has no call for ListMultipartUploads.
     async fn list_multipart_uploads(
         &self,
@@ -502,6 +491,17 @@ impl Wire for ObjectStoreWire {
             prefix,
             "listing multipart uploads (object_store has no call for it; use S3_BACKEND=hyper or awssdk)",
         ))
+    }
+}
+
+#[async_trait]
+impl Wire for ObjectStoreWire {
+    fn backend(&self) -> &'static str {
+        "objectstore"
+    }
+
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
     }
 }
 

@@ -183,6 +183,7 @@ fn main() -> ExitCode {
             Cmd::Get(a) => objects::get(a).await,
             Cmd::Put(a) => objects::put(a).await,
             Cmd::Cp(a) => cp::cp(a).await,
+            Cmd::Rm(a) if a.incomplete_uploads => uploads::abort_incomplete(a).await,
             Cmd::Rm(a) => objects::rm(a).await,
             Cmd::Bench(a) => bench::run(*a).await,
             Cmd::Completions { shell } => {

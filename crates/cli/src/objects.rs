@@ -405,18 +405,16 @@ pub struct RmArgs {
     #[arg(long)]
     pub(crate) json: bool,
     #[command(flatten)]
-    store: StoreArgs,
+    pub(crate) store: StoreArgs,
 }
 
+/// `sluice rm` of objects (`--incomplete-uploads` is `uploads::abort_incomplete`'s).
 pub async fn rm(a: RmArgs) -> Result<(), Failure> {
     if a.jobs == 0 {
         return Err(Failure::Usage("--jobs: must be at least 1".into()));
     }
     let uris: Vec<&str> = a.uris.iter().map(String::as_str).collect();
     let store = a.store.open_for(&uris).await?;
-    if a.incomplete_uploads {
-        return crate::uploads::abort_incomplete(store.as_ref(), &a).await;
-    }
     let mut targets = Vec::new();
     // Local files under a tree being removed: deleted through directory handles from the
     // tree's root down, so a directory swapped for a symlink after the listing is not

@@ -12,7 +12,14 @@ use std::time::{Duration, SystemTime};
 
 /// Lists the uploads under each URI (paged), keeps those begun at least `--older-than` ago,
 /// and aborts them `--jobs` at a time; one line (or JSON object) per upload.
-pub async fn abort_incomplete(store: &dyn ObjectStore, a: &RmArgs) -> Result<(), Failure> {
+pub async fn abort_incomplete(a: RmArgs) -> Result<(), Failure> {
+    if a.jobs == 0 {
+        return Err(Failure::Usage("--jobs: must be at least 1".into()));
+    }
+    let uris: Vec<&str> = a.uris.iter().map(String::as_str).collect();
+    let store = a.store.open_for(&uris).await?;
+    let store: &dyn ObjectStore = store.as_ref();
+    let a = &a;
     let now = SystemTime::now();
     let mut targets = Vec::new();
     for s in &a.uris {

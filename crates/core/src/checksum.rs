@@ -79,10 +79,8 @@ impl Crc {
 
 /// The most bytes summed at once while they are hot. Reads into a tallied
 /// [`Segment`](crate::Segment) land at most this much at a time, and a writer copies and sums
-/// in steps of it. The kernel's copy of a larger read leaves fewer of its bytes in cache:
-/// the CRC of a 1 GiB `sluice cp` took 85–93 ms of CPU summed after each 1 MiB `pread`,
-/// 49–56 after each 256 KiB, 42–46 after each 128 KiB, against 128–136 for a pass over each
-/// 8 MiB part afterwards (`scripts/measure-checksums`, 2-core VM).
+/// in steps of it. The kernel's copy of a larger read leaves fewer of its bytes in cache, so
+/// the smaller the step the cheaper the sum, down to about this size (docs/benchmarks.md, "Why the defaults").
 pub(crate) const HOT: usize = 128 << 10;
 
 /// CRCs of consecutive pieces of some bytes, taken while the bytes were still in cache (as

@@ -90,8 +90,8 @@ const ONE_KIND: f64 = 0.9;
 /// Answers of the other kind in a row, in a round of one kind, that end the round then and
 /// there: the work changed kind (a checkpoint's read after its write). The round in progress
 /// would otherwise mix the two and, being of neither kind, take `4 × limit` answers before
-/// the search could start again: a 2 GiB read held at 16 requests for half its length
-/// (1,262 MB/s where 128 requests read 2,680). A stray request of the other kind (a HEAD
+/// the search could start again: a checkpoint's read held at the write's limit for half its
+/// length (docs/benchmarks.md, "Why the defaults"). A stray request of the other kind (a HEAD
 /// among writes) is one in a row, and an even mix makes no round of one kind. A round begun
 /// at a change is not ended by the next: work that changes kind in bursts still has rounds
 /// that end.
@@ -129,8 +129,8 @@ const MIN_ROUND: u64 = 32;
 /// one size), whose relative error is that of the mean answer time, so this is the rate's
 /// error too. Reads
 /// of a 2 GiB checkpoint are 128 answers of 16 MiB (each ~200 ms, ±~10% under
-/// `s3-standard`): rounds of `4 × limit` answers left the limit at 32 of the 64 that read
-/// it fastest (1,949 against 2,679 MB/s, `scripts/measure-checkpoint`). Small requests,
+/// `s3-standard`): rounds of `4 × limit` answers ended the read before the search reached
+/// the limit that reads it fastest (docs/benchmarks.md, "Why the defaults"). Small requests,
 /// whose times spread as widely as their latency, still take `4 × limit` answers.
 const ROUND_ERROR: f64 = 0.05;
 /// Shortest round: against a loopback server 80 answers take ~3 ms, where the scheduling of
@@ -141,19 +141,15 @@ const MIN_ROUND_TIME: std::time::Duration = std::time::Duration::from_millis(50)
 /// What a request asks of the store, as S3 rates it: a prefix answers 5,500 GET/HEAD and
 /// 3,500 PUT/COPY/POST/DELETE requests per second, and a store pays differently for each (a
 /// write lands in fresh memory or on disk, a read may come from cache), so a limit found on
-/// one says little about the other. Measured: a 2 GiB checkpoint written at 16 requests
-/// (the server's core saturated: 32 answered 1.17× as fast) held its read at 16 as well,
-/// 1,129 MB/s where 128 read 3,060.
-///
-/// A GET's body is also told from the answers that carry only metadata (HEAD, LIST): rounds
-/// compare bytes per second, and a HEAD answers ~1/100 of the work of a ranged GET in ~its
-/// time, so a round that followed a loader's burst of sizing HEADs with its GETs would read as
-/// a hundredfold gain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+/// one says little about the other. A GET's body is also told from the answers that carry
+/// only metadata (HEAD, LIST): a HEAD answers a hundredth of a ranged GET's bytes in about
+/// its time, so rounds of the two compared by bytes per second would mislead the client's
+/// controller (`congestion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
     /// GET of an object's bytes.
     Read,
-    /// HEAD, LIST (a GET of the bucket): reads whose answers are metadata.
+    /// HEAD, LIST: reads whose answers are metadata.
     Meta,
     /// PUT, COPY, DELETE, and a multipart upload's create, parts, complete and abort.
     Write,

@@ -10,7 +10,7 @@ use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::retry::{RetryPolicy, retry};
 use crate::upload::{MAX_PARTS, ObjectWriter, WriteInfo, WriteOptions, WriterState};
 use crate::uri::ObjectUri;
-use crate::wire::{PutWire, UploadedPart};
+use crate::wire::{Operations, OperationsExt, UploadedPart};
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
@@ -24,7 +24,7 @@ use crate::upload::PARTS_FROM_MEMORY;
 /// future of a whole-object upload dropped before Complete (Ctrl-C, a caller's timeout), or a
 /// streaming writer dropped unfinished, leaves no parts behind.
 struct AbortGuard {
-    api: Arc<dyn PutWire>,
+    api: Arc<dyn Operations>,
     uri: ObjectUri,
     upload_id: Option<String>,
     /// To abort from `Drop`, which may run outside the runtime (a Python finaliser).
@@ -35,7 +35,7 @@ struct AbortGuard {
 }
 
 impl AbortGuard {
-    fn new(api: Arc<dyn PutWire>, uri: ObjectUri, upload_id: Option<String>) -> Self {
+    fn new(api: Arc<dyn Operations>, uri: ObjectUri, upload_id: Option<String>) -> Self {
         Self {
             api,
             uri,
@@ -112,7 +112,7 @@ pub(crate) fn no_such_upload(e: &Error) -> bool {
 /// answer was lost: the object is then checked by HEAD, and the upload counts as done only
 /// if its ETag is the one these parts make.
 async fn complete(
-    api: &dyn PutWire,
+    api: &dyn Operations,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     upload_id: &str,
@@ -171,7 +171,7 @@ async fn complete(
 /// another or none; `Err` only for a HEAD that failed in a way worth retrying (the caller's
 /// retry loop repeats the request, whose answer brings the check back).
 async fn applied_earlier(
-    api: &dyn PutWire,
+    api: &dyn Operations,
     uri: &ObjectUri,
     expected: Option<String>,
 ) -> Result<Option<String>> {
@@ -196,7 +196,7 @@ async fn applied_earlier(
 /// tell this write from another writer's of the very same bytes, which then also counts as
 /// this one's: the object is what was asked for either way.
 async fn put_whole(
-    api: &dyn PutWire,
+    api: &dyn Operations,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: &Bytes,
@@ -222,7 +222,7 @@ async fn put_whole(
 /// when `checksums`, the object made as `opts` says. On error, or if this future is dropped
 /// before Complete, the upload is aborted.
 pub(crate) async fn upload(
-    api: &Arc<dyn PutWire>,
+    api: &Arc<dyn Operations>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
@@ -281,7 +281,7 @@ pub(crate) async fn upload(
 /// Uploads part `n` with retries, with its checksum `crc` when given (sent with every
 /// attempt); a reply without an ETag is an error (Complete needs it).
 async fn upload_part(
-    api: &dyn PutWire,
+    api: &dyn Operations,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     upload_id: &str,
@@ -310,7 +310,7 @@ async fn upload_part(
 /// Whole-object upload of `data`: one PUT below `threshold`, multipart at or above it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn put(
-    api: &Arc<dyn PutWire>,
+    api: &Arc<dyn Operations>,
     policy: &RetryPolicy,
     uri: &ObjectUri,
     data: Bytes,
@@ -333,7 +333,7 @@ pub(crate) async fn put(
 /// checksum: their caller numbers them and may send them from anywhere.
 #[derive(Clone)]
 pub struct Multipart {
-    api: Arc<dyn PutWire>,
+    api: Arc<dyn Operations>,
     policy: RetryPolicy,
 }
 
@@ -347,7 +347,7 @@ impl std::fmt::Debug for Multipart {
 
 impl Multipart {
     /// The calls of `api`, retried under `policy`.
-    pub fn new(api: Arc<dyn PutWire>, policy: RetryPolicy) -> Self {
+    pub fn new(api: Arc<dyn Operations>, policy: RetryPolicy) -> Self {
         Self { api, policy }
     }
 
@@ -410,7 +410,7 @@ impl Multipart {
 /// upload is created with the first full part; an object that never fills one is sent with
 /// a single PUT at `finish`.
 pub(crate) struct MultipartWriter {
-    api: Arc<dyn PutWire>,
+    api: Arc<dyn Operations>,
     policy: RetryPolicy,
     uri: ObjectUri,
     opts: WriteOptions,
@@ -451,7 +451,7 @@ impl MultipartWriter {
     /// one through a window of its own. Nothing is sent until the first part is full. Errors
     /// if `opts` is outside S3's limits (`WriteOptions::validate`).
     pub(crate) fn new(
-        api: Arc<dyn PutWire>,
+        api: Arc<dyn Operations>,
         policy: RetryPolicy,
         uri: ObjectUri,
         opts: WriteOptions,
@@ -588,8 +588,7 @@ impl MultipartWriter {
 
     /// The CRC of `bytes` when checksums are on. Taken as the bytes arrive, while they are
     /// still in the cache the caller (or the copy into `pending`) left them in: a CRC pass
-    /// over a part later, from memory, cost 11% of `sluice cp`'s CPU (`crc-fast`: 80 GB/s
-    /// from L2, 12 from DRAM on the 2-core VM).
+    /// over a part later, from memory, costs several times as much (`checksum::HOT`).
     fn crc(&self, bytes: &[u8]) -> Option<Crc> {
         self.opts.checksums.then(|| Crc::of(bytes))
     }
@@ -805,6 +804,7 @@ impl Drop for MultipartWriter {
 mod tests {
     use super::*;
     use crate::object::ObjectMeta;
+    use crate::wire::Handlers;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -833,12 +833,16 @@ mod tests {
         lose_put_answer: bool,
     }
 
-    fn api(fake: &Arc<Fake>) -> Arc<dyn PutWire> {
+    fn api(fake: &Arc<Fake>) -> Arc<dyn Operations> {
         fake.clone()
     }
 
     #[async_trait]
-    impl PutWire for Fake {
+    impl Handlers for Fake {
+        fn stack(&self) -> &'static str {
+            "fake"
+        }
+
         async fn put_object(
             &self,
             uri: &ObjectUri,

@@ -53,11 +53,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// Rate a doubling must bring to be kept. Lower than the controller's 1.25: under
-/// `s3-standard` 8 → 16 parts of 16 MiB brought 1.28× and 16 → 32 1.15×, so at 1.25 the
-/// search stopped at 8 or 16 by the luck of a round (2 GiB checkpoint writes of 341 to
-/// 692 MB/s at defaults, `scripts/measure-checkpoint`); a store already busy answers a
-/// doubling with ~1.0×.
+/// Rate a doubling must bring to be kept. Lower than the controller's 1.25: under a
+/// latency-bound store each doubling of parts brings less than the last, and at 1.25 the
+/// search stopped where a round's luck left it; a store already busy answers a doubling with
+/// ~1.0× (docs/benchmarks.md, "Why the defaults").
 const GAIN: f64 = 1.15;
 /// Fewest parts in a round's cohort. A cohort is `limit` parts, so the close calls (16 → 32
 /// parts, 1.0-1.15× under `s3-standard`) are judged on 16 parts' times, while the first

@@ -161,11 +161,10 @@ pub enum RangeSize {
 /// loopback (`DEFAULT_RANGE_THRESHOLD` in the loader: signing and a round trip under 1% of
 /// the transfer).
 pub const FOLLOW_MAX_RANGE: u64 = 8 << 20;
-/// Smallest range that follows the controller: 4 MiB. Under `s3-standard` (`sluice get` of
-/// 24 × 146.6 MB, second passes) 4 MiB × 64 GETs read 3,216 MB/s where 2 MiB × 128 read 2,697:
-/// each request costs the server (and S3 rates them: 5,500 GETs/s per prefix, 23 GB/s of
-/// 4 MiB ranges, 11 of 2 MiB). With 2 MiB as the floor the defaults read 0.78× of the best;
-/// with 4 MiB, 0.99×.
+/// Smallest range that follows the controller: 4 MiB. Each request costs the server, and S3
+/// rates them (5,500 GETs/s per prefix: 23 GB/s of 4 MiB ranges, 11 of 2 MiB), so fewer,
+/// larger ranges read faster than more, smaller ones at the same bytes in flight
+/// (docs/benchmarks.md, "Why the defaults").
 pub const FOLLOW_MIN_RANGE: u64 = 4 << 20;
 
 impl RangeSize {

@@ -2,14 +2,13 @@
 //! multipart, paging, the in-flight limit and congestion control), and the limiter that
 //! holds each request's permit.
 
-use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats, Kind};
 use crate::error::{Error, Result};
 use crate::listing::{ListOptions, ListPage, Upload, paginate};
 use crate::multipart::{self, MultipartWriter};
 use crate::parts_in_flight::PartsWindow;
-use crate::put_options::{PutMode, PutOptions};
+use crate::put_options::PutOptions;
 use crate::resume::get_with_resume;
 use crate::retry::retry;
 use crate::segment::Segment;
@@ -17,12 +16,10 @@ use crate::store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutI
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
 use crate::wire::redirect::Redirects;
-use crate::wire::{BodySink, GetRequest, GetWire, PutWire, UploadedPart};
+use crate::wire::{BodySink, GetRequest, GetWire, Operations, OperationsExt, Reply, Request};
 use crate::wire::{MAX_DELETE_BATCH, Wire, WireFromConfig};
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::stream::BoxStream;
-use std::future::Future;
 use std::sync::Arc;
 
 /// `uris` cut into DeleteObjects batches: runs of one bucket, `MAX_DELETE_BATCH` at most.
@@ -103,7 +100,7 @@ impl<W: Wire> S3Store<W> {
         self.inner.wire.config()
     }
 
-    fn multipart_api(&self) -> Arc<dyn PutWire> {
+    fn multipart_api(&self) -> Arc<dyn Operations> {
         self.inner.clone()
     }
 }
@@ -120,29 +117,10 @@ struct Limited<W> {
     parts: Arc<PartsWindow>,
 }
 
-impl<W> Limited<W> {
-    /// One attempt, a request of `kind` whose body carries `bytes` (a PUT's or a part's;
-    /// 0 for the rest), sent once the controller lets it.
-    async fn send<T>(
-        &self,
-        kind: Kind,
-        bytes: u64,
-        attempt: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        let mut permit = self.congestion.acquire(kind).await;
-        let result = attempt.await;
-        permit.moved(bytes);
-        permit.finish(&result);
-        result
-    }
-}
-
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Limited<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        // As `send`, with the bytes known once the body is in.
+        // The bytes are known once the body is in.
         let mut permit = self.congestion.acquire(Kind::Read).await;
         let before = sink.written();
         let result = self.wire.get_object(req, sink).await;
@@ -153,85 +131,16 @@ impl<W: Wire> GetWire for Limited<W> {
 }
 
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
-impl<W: Wire> PutWire for Limited<W> {
-    async fn put_object(
-        &self,
-        uri: &ObjectUri,
-        data: Bytes,
-        checksum: Option<Crc>,
-        opts: &PutOptions,
-    ) -> Result<Option<String>> {
-        let bytes = data.len() as u64;
-        self.send(
-            Kind::Write,
-            bytes,
-            self.wire.put_object(uri, data, checksum, opts),
-        )
-        .await
-    }
-
-    async fn create_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        checksummed: bool,
-        opts: &PutOptions,
-    ) -> Result<String> {
-        self.send(
-            Kind::Write,
-            0,
-            self.wire.create_multipart_upload(uri, checksummed, opts),
-        )
-        .await
-    }
-
-    async fn upload_part(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        part_number: u32,
-        data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>> {
-        let bytes = data.len() as u64;
-        self.send(
-            Kind::Write,
-            bytes,
-            self.wire
-                .upload_part(uri, upload_id, part_number, data, checksum),
-        )
-        .await
-    }
-
-    async fn complete_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        parts: &[UploadedPart],
-        checksum: Option<Crc>,
-        mode: &PutMode,
-    ) -> Result<Option<String>> {
-        self.send(
-            Kind::Write,
-            0,
-            self.wire
-                .complete_multipart_upload(uri, upload_id, parts, checksum, mode),
-        )
-        .await
-    }
-
-    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        self.send(
-            Kind::Write,
-            0,
-            self.wire.abort_multipart_upload(uri, upload_id),
-        )
-        .await
-    }
-
-    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        self.send(Kind::Meta, 0, self.wire.head_object(uri)).await
+impl<W: Wire> Operations for Limited<W> {
+    /// One attempt, sent once the controller lets a request of its kind go; its body's
+    /// bytes (a PUT's or a part's) count in the controller's rate.
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        let mut permit = self.congestion.acquire(req.kind()).await;
+        let bytes = req.body_len();
+        let result = self.wire.send(req).await;
+        permit.moved(bytes);
+        permit.finish(&result);
+        result
     }
 }
 
@@ -272,21 +181,14 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             let prefix = prefix.clone();
             async move {
                 let opts = ListOptions::from(recursive, token);
-                self.inner
-                    .send(
-                        Kind::Meta,
-                        0,
-                        self.inner.wire.list_objects_v2(&prefix, &opts),
-                    )
-                    .await
+                self.inner.list_objects_v2(&prefix, &opts).await
             }
         })
     }
 
     async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
         retry(&self.cfg().retry, || {
-            self.inner
-                .send(Kind::Meta, 0, self.inner.wire.list_objects_v2(prefix, opts))
+            self.inner.list_objects_v2(prefix, opts)
         })
         .await
     }
@@ -329,12 +231,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     }
 
     async fn delete(&self, uri: &ObjectUri) -> Result<()> {
-        retry(&self.cfg().retry, || async {
-            self.inner
-                .send(Kind::Write, 0, self.inner.wire.delete_object(uri))
-                .await
-        })
-        .await
+        retry(&self.cfg().retry, || self.inner.delete_object(uri)).await
     }
 
     /// Batches of one bucket, `MAX_DELETE_BATCH` keys each, one after another; a batch is
@@ -343,40 +240,20 @@ impl<W: Wire> ObjectStore for S3Store<W> {
     async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let mut refused = Vec::new();
         for batch in delete_batches(uris) {
-            refused.extend(
-                retry(&self.cfg().retry, || async {
-                    self.inner
-                        .send(Kind::Write, 0, self.inner.wire.delete_objects(batch))
-                        .await
-                })
-                .await?,
-            );
+            refused.extend(retry(&self.cfg().retry, || self.inner.delete_objects(batch)).await?);
         }
         Ok(refused)
     }
 
     async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        retry(&self.cfg().retry, || async {
-            self.inner
-                .send(Kind::Write, 0, self.inner.wire.copy_object(from, to))
-                .await
-        })
-        .await
+        retry(&self.cfg().retry, || self.inner.copy_object(from, to)).await
     }
 
     fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
         let prefix = prefix.clone();
         paginate(&self.cfg().retry, move |from| {
             let prefix = prefix.clone();
-            async move {
-                self.inner
-                    .send(
-                        Kind::Meta,
-                        0,
-                        self.inner.wire.list_multipart_uploads(&prefix, from),
-                    )
-                    .await
-            }
+            async move { self.inner.list_multipart_uploads(&prefix, from).await }
         })
     }
 
@@ -400,6 +277,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::testing::{self, Faulty, MemoryWire, Op, reset, slow_down};
+    use bytes::Bytes;
     use futures::TryStreamExt;
     use std::time::Duration;
 
@@ -425,9 +303,9 @@ mod tests {
     async fn head_retries_a_slow_down_then_answers() {
         let s = store();
         s.wire().inner().insert(&uri("a"), data(10));
-        s.wire().fail(Op::Head, 2, slow_down);
+        s.wire().fail(Op::HeadObject, 2, slow_down);
         assert_eq!(s.head(&uri("a")).await.unwrap().size, 10);
-        assert_eq!(s.wire().calls(Op::Head), 3);
+        assert_eq!(s.wire().calls(Op::HeadObject), 3);
     }
 
     /// Uploads in progress under a prefix, across pages, each retried page once; an abort of
@@ -441,11 +319,15 @@ mod tests {
                 .await
                 .unwrap();
         }
-        s.wire().fail(Op::ListUploads, 1, slow_down);
+        s.wire().fail(Op::ListMultipartUploads, 1, slow_down);
         let found: Vec<Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();
         let keys: Vec<&str> = found.iter().map(|u| u.uri.key()).collect();
         assert_eq!(keys, ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d"]);
-        assert_eq!(s.wire().calls(Op::ListUploads), 4, "3 pages and 1 retry");
+        assert_eq!(
+            s.wire().calls(Op::ListMultipartUploads),
+            4,
+            "3 pages and 1 retry"
+        );
         for u in &found {
             s.abort_upload(u).await.unwrap();
         }
@@ -458,17 +340,17 @@ mod tests {
         let s = store();
         let e = s.head(&uri("nope")).await.unwrap_err();
         assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
-        assert_eq!(s.wire().calls(Op::Head), 1);
+        assert_eq!(s.wire().calls(Op::HeadObject), 1);
     }
 
     #[tokio::test]
     async fn the_retry_budget_bounds_attempts() {
         let s = store();
-        s.wire().fail(Op::Delete, 100, slow_down);
+        s.wire().fail(Op::DeleteObject, 100, slow_down);
         let e = s.delete(&uri("a")).await.unwrap_err();
         assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
         assert_eq!(
-            s.wire().calls(Op::Delete),
+            s.wire().calls(Op::DeleteObject),
             testing::config().retry.max_attempts
         );
     }
@@ -485,12 +367,12 @@ mod tests {
         mem.insert(&other, data(3));
         uris.push(other.clone());
         mem.lock_key("k0007");
-        s.wire().fail(Op::DeleteBatch, 1, slow_down);
+        s.wire().fail(Op::DeleteObjects, 1, slow_down);
 
         let refused = s.delete_many(&uris).await.unwrap();
         // 1000 + 1000 + 500 of `bkt`, 1 of `other`; the first batch was sent twice.
         assert_eq!(mem.delete_batches(), 4);
-        assert_eq!(s.wire().calls(Op::DeleteBatch), 5);
+        assert_eq!(s.wire().calls(Op::DeleteObjects), 5);
         assert_eq!(refused.len(), 1);
         assert!(
             matches!(&refused[0], Error::PermissionDenied { uri, code, .. }
@@ -505,7 +387,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_failing_past_the_budget_ends_delete_many() {
         let s = store();
-        s.wire().fail(Op::DeleteBatch, 100, slow_down);
+        s.wire().fail(Op::DeleteObjects, 100, slow_down);
         let e = s.delete_many(&[uri("a"), uri("b")]).await.unwrap_err();
         assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
     }
@@ -515,11 +397,11 @@ mod tests {
         let s = store();
         let want = data(1000);
         let etag = s.wire().inner().insert(&uri("src"), want.clone());
-        s.wire().fail(Op::Copy, 1, slow_down);
+        s.wire().fail(Op::CopyObject, 1, slow_down);
         let info = s.copy(&uri("src"), &uri("dst")).await.unwrap().unwrap();
         assert_eq!(info.etag.as_deref(), Some(etag.as_str()));
         assert_eq!(s.wire().inner().object(&uri("dst")), Some(want));
-        assert_eq!(s.wire().calls(Op::Copy), 2);
+        assert_eq!(s.wire().calls(Op::CopyObject), 2);
         let e = s.copy(&uri("nope"), &uri("dst2")).await.unwrap_err();
         assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
     }
@@ -556,7 +438,7 @@ mod tests {
             matches!(e, Error::Integrity { .. }) && e.to_string().contains("changed"),
             "{e:?}"
         );
-        assert_eq!(s.wire().calls(Op::Get), 1);
+        assert_eq!(s.wire().calls(Op::GetObject), 1);
     }
 
     #[tokio::test]
@@ -565,7 +447,7 @@ mod tests {
         for i in 0..7 {
             s.wire().inner().insert(&uri(&format!("p/{i}")), data(i));
         }
-        s.wire().fail(Op::List, 1, reset);
+        s.wire().fail(Op::ListObjectsV2, 1, reset);
         let keys: Vec<String> = s
             .list(&uri("p/"), true)
             .map_ok(|e| e.uri().key().to_owned())
@@ -573,7 +455,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(keys, (0..7).map(|i| format!("p/{i}")).collect::<Vec<_>>());
-        assert_eq!(s.wire().calls(Op::List), 4 + 1);
+        assert_eq!(s.wire().calls(Op::ListObjectsV2), 4 + 1);
     }
 
     #[tokio::test]
@@ -581,7 +463,7 @@ mod tests {
         let s = store();
         let info = s.put(&uri("a"), data(1000).into()).await.unwrap();
         assert_eq!(info.parts, None);
-        assert_eq!(s.wire().calls(Op::Put), 1);
+        assert_eq!(s.wire().calls(Op::PutObject), 1);
         assert_eq!(s.wire().inner().object(&uri("a")).unwrap(), data(1000));
     }
 
@@ -611,7 +493,7 @@ mod tests {
         s.wire().fail(Op::UploadPart, 1000, slow_down);
         let e = s.put(&uri("big"), data(12 << 20).into()).await.unwrap_err();
         assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
-        assert_eq!(s.wire().calls(Op::AbortUpload), 1);
+        assert_eq!(s.wire().calls(Op::AbortMultipartUpload), 1);
         assert_eq!(s.wire().inner().open_uploads(), 0);
         assert!(s.wire().inner().object(&uri("big")).is_none());
     }

@@ -272,8 +272,8 @@ impl Segment {
     }
 
     /// Appends up to `max` bytes read from `file` at `offset` with one `pread`, straight
-    /// into the segment's memory: no intermediate buffer and no zero-filling first (on a
-    /// VM that zeroes at ~2 GB/s, a memset per read halved page-cache reads). A fixed
+    /// into the segment's memory: no intermediate buffer and no zero-filling first (a
+    /// memset per read costs as much as the read from the page cache). A fixed
     /// segment never takes more than it has room for. Returns the bytes read (0 at the end).
     #[allow(unsafe_code)]
     pub fn read_at(

@@ -6,8 +6,9 @@
 
 use crate::budget::{Budget, Reservation};
 use crate::dataset::Item;
+use crate::delivery::{Delivery, Object};
 use crate::fetch::{Fetched, Fetcher};
-use crate::loader::{Delivery, FOLLOW_MAX, FOLLOW_MIN, LoaderOptions, Object, OnError, Order};
+use crate::options::{FOLLOW_MAX, FOLLOW_MIN, LoaderOptions, OnError, Order};
 use crate::stats::Stats;
 use futures::FutureExt;
 use sluice_core::{Error, Result};

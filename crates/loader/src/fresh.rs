@@ -1,22 +1,17 @@
 //! How a fresh pool buffer's memory is prepared. A first write to fresh anonymous memory
-//! faults once per 4 KiB page, and the kernel zeroes each page in the fault: on this project's
-//! 2-core VM that costs more CPU than the copy of the bytes themselves.
+//! faults once per 4 KiB page, and the kernel zeroes each page in the fault: on a VM that can
+//! cost more CPU than the copy of the bytes themselves (docs/benchmarks.md, "Why the
+//! defaults").
 //!
 //! - **Populated in one call** (on by default; `SLUICE_POPULATE=0` turns it off): a new
 //!   buffer is faulted in with one `MADV_POPULATE_WRITE` (Linux 5.14) before bytes land in
-//!   it, instead of a fault per page in the middle of the receive path. Measured against nginx
-//!   (CPU 0, client CPU 1, 24 × 146.6 MB), the s3dlio-compatible loop's first pass in a new
-//!   process, 8 alternating runs: 1,388 → 1,698 MB/s and 0.67 → 0.49 CPU-s/GB (medians), the
-//!   spread of the CPU per GB 0.56–1.22 → 0.47–0.51; `scripts/measure-fresh-memory`: 0.41 →
-//!   0.34 CPU-s/GB for the memory alone. Buffers above `POPULATE_MAX` are left to fault as
+//!   it, instead of a fault per page in the middle of the receive path: fewer and cheaper
+//!   faults, and a steadier CPU per GB. Buffers above `POPULATE_MAX` are left to fault as
 //!   they fill: populating is synchronous, and a runtime thread must not stop for seconds.
 //! - **Transparent huge pages**, on request (`SLUICE_HUGEPAGES=1`): one fault per 2 MiB. Off
-//!   by default: every first pass measured was slower with them (the s3dlio-compatible loop
-//!   634–1,105 MB/s against 1,970–2,092 without, 8 processes × prefetch 4 345–513 against
-//!   660). The free 2 MiB blocks a new process gets are the ones a VM's balloon has reported
-//!   to its host, so each costs a host-side fault: 56% of the CPU in `clear_page_erms`
-//!   (`scripts/measure-fresh-memory`: 1.4–2.0 CPU-s/GB against 0.41 without). On a machine
-//!   without free-page reporting they may gain.
+//!   by default: every first pass measured was slower with them. The free 2 MiB blocks a new
+//!   process gets are the ones a VM's balloon has reported to its host, so each costs a
+//!   host-side fault. On a machine without free-page reporting they may gain.
 //!
 //! `madvise` is a plain system call with no Rust wrapper in std, hence the `unsafe`.
 #![allow(unsafe_code)]

@@ -17,11 +17,13 @@
 
 mod budget;
 pub mod dataset;
+mod delivery;
 mod driver;
 mod fetch;
 mod fresh;
 pub mod loader;
 mod many;
+mod options;
 pub mod pool;
 pub mod shm;
 pub mod stats;
@@ -34,9 +36,12 @@ static ALLOC: shm::PoolAlloc = shm::PoolAlloc;
 
 pub use budget::MemoryUnits;
 pub use dataset::{Dataset, Item, Sharding};
-pub use loader::{
-    DEFAULT_MEMORY_BUDGET, FOLLOW_MAX, FOLLOW_MIN, Loader, LoaderOptions, Object, OnError, Order,
-};
+pub use delivery::Object;
+pub use loader::Loader;
 pub use many::{get_many, get_one};
+pub use options::{
+    DEFAULT_MEMORY_BUDGET, DEFAULT_RANGE_THRESHOLD, FOLLOW_MAX, FOLLOW_MIN, LoaderOptions, OnError,
+    Order,
+};
 pub use pool::{BufferPool, PoolStats};
 pub use stats::StatsSnapshot;

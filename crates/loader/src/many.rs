@@ -5,10 +5,11 @@
 //! copy of the bytes).
 
 use crate::dataset::Dataset;
+use crate::delivery::Object;
 use crate::fetch::Fetcher;
-use crate::loader::{
-    DEFAULT_MEMORY_BUDGET, DEFAULT_RANGE_THRESHOLD, FOLLOW_MAX, Loader, LoaderOptions, Object,
-    Order,
+use crate::loader::Loader;
+use crate::options::{
+    DEFAULT_MEMORY_BUDGET, DEFAULT_RANGE_THRESHOLD, FOLLOW_MAX, LoaderOptions, Order,
 };
 use crate::pool::BufferPool;
 use bytes::Bytes;

@@ -3,10 +3,9 @@
 //! DLIO, like any PyTorch DataLoader without persistent workers, starts new worker processes
 //! every epoch, so every epoch is a first pass: each byte in flight or held by the consumer
 //! lands in memory the process has never touched, which the kernel must zero (and on a VM
-//! whose balloon reports free pages, the host must back again). Measured on the 2-core VM
-//! (`scripts/measure-fresh-memory`): writing 2 GiB of fresh anonymous memory cost 0.10–2.2
-//! CPU-s/GB, varying run to run; the same 2 GiB of a `/dev/shm` file that an earlier process
-//! had filled, mapped and pre-faulted in one call, cost 0.11 CPU-s/GB every time.
+//! whose balloon reports free pages, the host must back again): fresh memory costs a
+//! varying and often large CPU per GB, pages an earlier process left in a `/dev/shm` file a
+//! small and steady one (docs/benchmarks.md, "Why the defaults").
 //!
 //! So with `SLUICE_SHM_POOL` naming a directory (on a tmpfs such as `/dev/shm`), the buffer
 //! pool's large buffers come from an arena: a file `slot-N` in that directory, claimed by

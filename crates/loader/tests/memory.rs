@@ -78,7 +78,7 @@ async fn a_large_object_is_read_in_ranges_that_resume_when_cut() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].as_ref().unwrap().data, data("d/000", 10 << 20));
     // Five ranges, three of them cut once and resumed.
-    assert_eq!(s.wire().calls(Op::Get), 5 + 3);
+    assert_eq!(s.wire().calls(Op::GetObject), 5 + 3);
     assert_eq!(loader.stats().retries, 3);
 }
 
@@ -88,7 +88,7 @@ async fn with_deliver_a_failed_object_is_an_error_naming_it_and_reading_goes_on(
     let ds = dataset(&s, 3, |_| 100).await;
     // More failures than the retry budget: the first object read fails for good.
     s.wire()
-        .fail(Op::Get, testing::config().retry.max_attempts, reset);
+        .fail(Op::GetObject, testing::config().retry.max_attempts, reset);
     let opts = LoaderOptions {
         on_error: OnError::Deliver,
         order: Order::Input,
@@ -170,7 +170,7 @@ async fn get_many_returns_every_object_in_the_order_given() {
         .collect();
     assert_eq!(got, want);
     // One GET each, into buffers that fit (not a chunk-sized buffer per small object).
-    assert_eq!(s.wire().calls(Op::Get), 4);
+    assert_eq!(s.wire().calls(Op::GetObject), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +290,7 @@ async fn objects_smaller_or_larger_than_the_guess_are_read_whole() {
     ];
     let s = store();
     let stats = read_unsized(&s, "g/", &sizes, 2 * MIB as u64).await;
-    assert_eq!(s.wire().calls(Op::Head), 0);
+    assert_eq!(s.wire().calls(Op::HeadObject), 0);
     // The first two are read as 7 ranges each; the rest cost more (416s past their end,
     // a tail read again, the ranges beyond a guess), never fewer than their own ranges.
     assert!(
@@ -309,7 +309,7 @@ async fn objects_guessed_below_the_threshold_take_one_get_each() {
     let s = store();
     read_unsized(&s, "n/", &[MIB + 128; 6], 4 * MIB as u64).await;
     // The first: a range of one chunk, then the rest; the other five: one GET each.
-    assert_eq!(s.wire().calls(Op::Get), 2 + 5);
+    assert_eq!(s.wire().calls(Op::GetObject), 2 + 5);
 }
 
 /// Objects `{prefix}{i}` of `sizes`, named by URI alone, read in input order with ranges of

@@ -119,7 +119,7 @@ async fn a_lying_size_is_an_error_not_an_abort() {
     }))
     .await
     .unwrap();
-    let cfg = sluice_testserver::hostile_cases::config(server.endpoint());
+    let cfg = sluice_testserver::catalogue_runner::config(server.endpoint());
     let s = SluiceObjectStore::new(sluice::open(Some("hyper"), cfg).unwrap(), "bkt");
     let e = s.get(&Path::from("k")).await.unwrap_err();
     assert!(e.to_string().contains(&(1u64 << 62).to_string()), "{e}");

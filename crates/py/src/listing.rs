@@ -1,7 +1,7 @@
 //! `Client.list_objects`: a listing read page by page as Python iterates, so the first
 //! entries come after one request and a bucket of millions of keys never sits in memory.
 
-use crate::client::block;
+use crate::runtime::block;
 use crate::runtime::{check_owner, runtime};
 use pyo3::prelude::*;
 use sluice_core::{Error, ListEntry, ObjectStore, ObjectUri};

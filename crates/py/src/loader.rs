@@ -1,8 +1,9 @@
 //! `sluice.Dataset` and `sluice.Loader`: the Rust loader, iterated from Python.
 
-use crate::client::{Client, block, congestion, default_client, endpoint_stats, parse_uri};
+use crate::client::{Client, congestion, default_client, endpoint_stats, parse_uri};
 use crate::errors::{to_py, value_error};
 use crate::object::Object;
+use crate::runtime::block;
 use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

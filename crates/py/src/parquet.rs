@@ -4,9 +4,10 @@
 //! random float columns written row group by row group through a streaming upload (memory:
 //! about one row group, whatever the file's size).
 
-use crate::client::{Client, block, default_client, parse_uri};
+use crate::client::{Client, default_client, parse_uri};
 use crate::errors::value_error;
 use crate::object::Object;
+use crate::runtime::block;
 use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, RecordBatchReader};
 use arrow_schema::{DataType, Field, Schema};
 use bytes::Bytes;

@@ -6,12 +6,15 @@
 //! rebuilt when the id changes; the parent's copies are leaked in the child, since dropping
 //! them would wait for threads that do not exist.
 
-use pyo3::PyResult;
+use crate::errors::to_py;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
 use pyo3::pyfunction;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
+use tokio::time::timeout;
 
 /// A value that belongs to the process that made it.
 #[derive(Debug)]
@@ -86,5 +89,58 @@ pub fn check_owner(owner: u32, what: &str) -> PyResult<()> {
         Err(PyRuntimeError::new_err(format!(
             "this {what} was created in process {owner} and cannot be used after fork; create it in the worker (for example in worker_init_fn or __iter__)"
         )))
+    }
+}
+
+/// Runs `fut` to completion on this process's runtime with the GIL released, checking for
+/// signals every `SIGNAL_CHECK` so that Ctrl-C cancels a call stuck on a stalled request.
+pub fn block<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send + 'static,
+) -> PyResult<T> {
+    block_map(py, fut, to_py)
+}
+
+/// `block`, its error made a Python exception by `map`.
+pub fn block_map<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send + 'static,
+    map: impl FnOnce(sluice_core::Error) -> PyErr,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut task = rt.spawn(fut);
+    loop {
+        // `timeout` needs the runtime's context: build it inside the async block.
+        let waited = py.detach(|| rt.block_on(async { timeout(SIGNAL_CHECK, &mut task).await }));
+        match waited {
+            Ok(Ok(result)) => return result.map_err(map),
+            // A panic inside the task stays a task failure, never a panic in Python.
+            Ok(Err(e)) => return Err(PyRuntimeError::new_err(format!("I/O task failed: {e}"))),
+            Err(_elapsed) => {
+                if let Err(interrupted) = py.check_signals() {
+                    task.abort();
+                    return Err(interrupted);
+                }
+            }
+        }
+    }
+}
+
+/// As `block`, for a future that borrows from the caller (bytes lent for the call): polled
+/// on this thread, not spawned, so that an interrupt drops it before this returns and
+/// nothing outlives the loan.
+pub fn block_lent<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = sluice_core::Result<T>> + Send,
+) -> PyResult<T> {
+    let rt = runtime()?;
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        // `timeout` needs the runtime's context: built inside the async block.
+        let waited = py.detach(|| rt.block_on(async { timeout(SIGNAL_CHECK, fut.as_mut()).await }));
+        match waited {
+            Ok(result) => return result.map_err(to_py),
+            Err(_elapsed) => py.check_signals()?,
+        }
     }
 }

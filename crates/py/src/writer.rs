@@ -4,10 +4,10 @@
 //! `max_in_flight` is not set, within the client's one window of parts for all its uploads
 //! (512 MiB) plus a part per writer.
 
-use crate::client::{block, block_lent, block_map};
 use crate::errors::write_error;
 use crate::object::{bytes_of, with_lent_bytes};
 use crate::runtime::check_owner;
+use crate::runtime::{block, block_lent, block_map};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use sluice_core::{ObjectWriter, PutMode, WriteInfo};

@@ -14,6 +14,9 @@ use sluice_core::{
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Builds the store under test from a configuration (a backend's `S3Store::new`, say).
+pub type MakeStore = fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>;
+
 /// Timeouts and retries short enough that the catalogue runs in seconds.
 pub fn config(endpoint: &str) -> StoreConfig {
     let mut cfg = StoreConfig::new(
@@ -133,7 +136,7 @@ pub async fn perform(store: &dyn ObjectStore, op: Op) -> Result<Outcome, Error> 
 }
 
 /// Every case against a store made by `make`; panics with every case that failed.
-pub async fn run_catalogue(make: crate::conformance::MakeStore) {
+pub async fn run_catalogue(make: MakeStore) {
     let mut failures = Vec::new();
     for case in catalogue() {
         let server = HostileServer::start(Arc::new(case.script))

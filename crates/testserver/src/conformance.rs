@@ -17,8 +17,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Builds the store under test from a configuration (a backend's `S3Store::new`, say).
-pub type MakeStore = fn(StoreConfig) -> sluice_core::Result<Arc<dyn ObjectStore>>;
+pub use crate::catalogue_runner::MakeStore;
 
 /// Which of the test server's listeners a case talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -963,7 +962,7 @@ macro_rules! conformance_suite {
         /// the transport, are what it tries).
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn hostile_catalogue() {
-            $crate::hostile_cases::run_catalogue($make).await;
+            $crate::catalogue_runner::run_catalogue($make).await;
         }
     };
     (@scheme $modname:ident, $scheme:ident, $make:expr) => {

@@ -695,8 +695,3 @@ pub fn catalogue() -> Vec<Case> {
         ),
     ]
 }
-
-/// The runner: a store's answer to each case judged (in the test suite only, never in the
-/// wheel or the CLI).
-#[cfg(feature = "conformance")]
-pub use crate::catalogue_runner::{Outcome, check_message, config, judge, perform, run_catalogue};

@@ -29,7 +29,7 @@ pub mod storage;
 mod tls;
 
 #[cfg(feature = "conformance")]
-mod catalogue_runner;
+pub mod catalogue_runner;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 #[cfg(feature = "hostile")]

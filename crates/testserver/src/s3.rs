@@ -564,8 +564,7 @@ impl S3 for MemoryS3 {
         check_crc(i.checksum_crc64nvme.as_deref(), crc)?;
         // A part's ETag is opaque to clients (S3 documents a multipart object's ETag as no
         // digest of its bytes): the CRC and length, 32 hex digits as an MD5's. An MD5 here
-        // was a third of the server's CPU and held uploads to ~150 MB/s (perf of a 2 GiB
-        // `sluice cp` under `s3-standard`).
+        // made the server, not the client, the bound on uploads (docs/benchmarks.md).
         let tag = format!("\"{:016x}{:016x}\"", crc.crc, crc.len);
         let mut uploads = self.storage.uploads.lock().unwrap();
         let up = uploads

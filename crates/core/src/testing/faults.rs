@@ -1,48 +1,15 @@
 //! `Faulty`: a wire whose chosen calls fail with chosen errors.
 
-use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::put_options::{PutMode, PutOptions};
-use crate::store::{ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
-use crate::wire::Wire;
-use crate::wire::{BodySink, GetRequest, GetWire};
-use crate::wire::{PutWire, UploadedPart};
+use crate::wire::{BodySink, GetRequest, GetWire, Operations, Reply, Request, Wire};
 use async_trait::async_trait;
-use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// The calls of a wire, as faults and counters name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// `head_object`.
-    Head,
-    /// `get_object`.
-    Get,
-    /// `list_objects_v2`.
-    List,
-    /// `put_object`, a single PUT.
-    Put,
-    /// `create_multipart_upload`.
-    CreateUpload,
-    /// `upload_part`.
-    UploadPart,
-    /// `complete_multipart_upload`.
-    CompleteUpload,
-    /// `abort_multipart_upload`.
-    AbortUpload,
-    /// `delete_object`.
-    Delete,
-    /// `delete_objects` (the script's error names the batch's first object).
-    DeleteBatch,
-    /// `copy_object` (the script's error names the destination).
-    Copy,
-    /// `list_multipart_uploads`.
-    ListUploads,
-}
+/// The calls of a wire, as faults and counters name them: the S3 operations.
+pub use crate::wire::Operation as Op;
 
 /// A 503 SlowDown, as S3 answers a burst.
 pub fn slow_down(uri: &ObjectUri) -> Error {
@@ -128,74 +95,19 @@ impl<W> Faulty<W> {
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Faulty<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
-        self.call(Op::Get, req.uri)?;
+        self.call(Op::GetObject, req.uri)?;
         self.inner.get_object(req, sink).await
     }
 }
 
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
-impl<W: Wire> PutWire for Faulty<W> {
-    async fn put_object(
-        &self,
-        uri: &ObjectUri,
-        data: Bytes,
-        checksum: Option<Crc>,
-        opts: &PutOptions,
-    ) -> Result<Option<String>> {
-        self.call(Op::Put, uri)?;
-        self.inner.put_object(uri, data, checksum, opts).await
-    }
-
-    async fn create_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        checksummed: bool,
-        opts: &PutOptions,
-    ) -> Result<String> {
-        self.call(Op::CreateUpload, uri)?;
-        self.inner
-            .create_multipart_upload(uri, checksummed, opts)
-            .await
-    }
-
-    async fn upload_part(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        part_number: u32,
-        data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>> {
-        self.call(Op::UploadPart, uri)?;
-        self.inner
-            .upload_part(uri, upload_id, part_number, data, checksum)
-            .await
-    }
-
-    async fn complete_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        parts: &[UploadedPart],
-        checksum: Option<Crc>,
-        mode: &PutMode,
-    ) -> Result<Option<String>> {
-        self.call(Op::CompleteUpload, uri)?;
-        self.inner
-            .complete_multipart_upload(uri, upload_id, parts, checksum, mode)
-            .await
-    }
-
-    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        self.call(Op::AbortUpload, uri)?;
-        self.inner.abort_multipart_upload(uri, upload_id).await
-    }
-
-    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        self.call(Op::Head, uri)?;
-        self.inner.head_object(uri).await
+impl<W: Wire> Operations for Faulty<W> {
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        // A batch's fault names its first object; an empty batch is never scripted.
+        if let Some(uri) = req.uri() {
+            self.call(req.operation(), uri)?;
+        }
+        self.inner.send(req).await
     }
 }
 
@@ -213,36 +125,5 @@ impl<W: Wire> Wire for Faulty<W> {
 
     fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
         self.inner.endpoint_stats()
-    }
-
-    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
-        self.call(Op::List, prefix)?;
-        self.inner.list_objects_v2(prefix, opts).await
-    }
-
-    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
-        self.call(Op::Delete, uri)?;
-        self.inner.delete_object(uri).await
-    }
-
-    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<crate::Error>> {
-        if let Some(first) = uris.first() {
-            self.call(Op::DeleteBatch, first)?;
-        }
-        self.inner.delete_objects(uris).await
-    }
-
-    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        self.call(Op::Copy, to)?;
-        self.inner.copy_object(from, to).await
-    }
-
-    async fn list_multipart_uploads(
-        &self,
-        prefix: &ObjectUri,
-        from: Option<UploadMarker>,
-    ) -> Result<UploadsPage> {
-        self.call(Op::ListUploads, prefix)?;
-        self.inner.list_multipart_uploads(prefix, from).await
     }
 }

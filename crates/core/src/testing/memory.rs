@@ -10,7 +10,7 @@ use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::{BodySink, GetRequest, GetWire, ResponseHead};
-use crate::wire::{PutWire, UploadedPart};
+use crate::wire::{Handlers, UploadedPart};
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -302,7 +302,11 @@ fn refuse_attributes(uri: &ObjectUri, attributes: &Attributes) -> Result<()> {
 }
 
 #[async_trait]
-impl PutWire for MemoryWire {
+impl Handlers for MemoryWire {
+    fn stack(&self) -> &'static str {
+        "memory"
+    }
+
     async fn put_object(
         &self,
         uri: &ObjectUri,
@@ -410,17 +414,6 @@ impl PutWire for MemoryWire {
             attributes: Attributes::default(),
         })
     }
-}
-
-#[async_trait]
-impl Wire for MemoryWire {
-    fn backend(&self) -> &'static str {
-        "memory"
-    }
-
-    fn config(&self) -> &StoreConfig {
-        &self.cfg
-    }
 
     /// Keys in order, from after `token` (the last key or prefix of the previous page);
     /// without recursion, keys below the next `/` are one prefix entry.
@@ -475,7 +468,6 @@ impl Wire for MemoryWire {
             next,
         )
     }
-
     /// Uploads under the prefix by (key, upload ID), `page_size` to a page.
     async fn list_multipart_uploads(
         &self,
@@ -508,14 +500,12 @@ impl Wire for MemoryWire {
         });
         UploadsPage::new(&prefix.to_string(), all, truncated, next)
     }
-
     async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         self.state()
             .objects
             .remove(&(uri.bucket().to_owned(), uri.key().to_owned()));
         Ok(())
     }
-
     /// Keys in `locked` are refused with `AccessDenied`, as S3 refuses one key of a batch.
     async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let mut st = self.state();
@@ -531,7 +521,6 @@ impl Wire for MemoryWire {
         }
         Ok(refused)
     }
-
     async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let mut st = self.state();
         let key = |u: &ObjectUri| (u.bucket().to_owned(), u.key().to_owned());
@@ -548,5 +537,16 @@ impl Wire for MemoryWire {
             etag: Some(etag),
             parts: None,
         }))
+    }
+}
+
+#[async_trait]
+impl Wire for MemoryWire {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    fn config(&self) -> &StoreConfig {
+        &self.cfg
     }
 }

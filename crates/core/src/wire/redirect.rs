@@ -21,19 +21,11 @@
 /// under `wire/` (users filter by it).
 const LOG_TARGET: &str = "sluice_core::redirect";
 
-use crate::checksum::Crc;
 use crate::config::{StoreConfig, check_region};
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Moved, Result};
-use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::object::{ObjectMeta, PutInfo};
-use crate::put_options::{PutMode, PutOptions};
-use crate::uri::ObjectUri;
-use crate::wire::Wire;
-use crate::wire::{BodySink, GetRequest, GetWire};
-use crate::wire::{PutWire, UploadedPart};
+use crate::wire::{BodySink, GetRequest, GetWire, Operations, Reply, Request, Wire};
 use async_trait::async_trait;
-use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -319,23 +311,6 @@ impl<W: Wire> Redirects<W> {
     }
 }
 
-/// Makes `$call` (an expression using the wire `$w`) on `$uri`'s bucket's wire, and again on
-/// each redirect's target.
-macro_rules! follow {
-    ($self:ident, $bucket:expr, |$w:ident| $call:expr) => {{
-        let mut $w = $self.route($bucket);
-        let mut hops = 0;
-        loop {
-            match $call.await {
-                Err(e @ Error::Redirect { refused: None, .. }) => {
-                    $w = $self.follow(&$w, $bucket, e, &mut hops).await?;
-                }
-                done => break done,
-            }
-        }
-    }};
-}
-
 #[async_trait]
 // A forwarding wrapper: no method may fall back to the trait's default.
 #[deny(clippy::missing_trait_methods)]
@@ -358,74 +333,21 @@ impl<W: Wire> GetWire for Redirects<W> {
 }
 
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
-impl<W: Wire> PutWire for Redirects<W> {
-    async fn put_object(
-        &self,
-        uri: &ObjectUri,
-        data: Bytes,
-        checksum: Option<Crc>,
-        opts: &PutOptions,
-    ) -> Result<Option<String>> {
-        follow!(self, uri.bucket(), |w| w.put_object(
-            uri,
-            data.clone(),
-            checksum,
-            opts
-        ))
-    }
-
-    async fn create_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        checksummed: bool,
-        opts: &PutOptions,
-    ) -> Result<String> {
-        follow!(self, uri.bucket(), |w| w.create_multipart_upload(
-            uri,
-            checksummed,
-            opts
-        ))
-    }
-
-    async fn upload_part(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        part_number: u32,
-        data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>> {
-        follow!(self, uri.bucket(), |w| w.upload_part(
-            uri,
-            upload_id,
-            part_number,
-            data.clone(),
-            checksum
-        ))
-    }
-
-    async fn complete_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        parts: &[UploadedPart],
-        checksum: Option<Crc>,
-        mode: &PutMode,
-    ) -> Result<Option<String>> {
-        follow!(self, uri.bucket(), |w| w.complete_multipart_upload(
-            uri, upload_id, parts, checksum, mode
-        ))
-    }
-
-    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        follow!(self, uri.bucket(), |w| w
-            .abort_multipart_upload(uri, upload_id))
-    }
-
-    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        follow!(self, uri.bucket(), |w| w.head_object(uri))
+impl<W: Wire> Operations for Redirects<W> {
+    /// Sent to the request's bucket's wire, and again to each redirect's target (a copy to
+    /// its destination's: it is followed as that bucket moved).
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        let bucket = req.bucket();
+        let mut w = self.route(bucket);
+        let mut hops = 0;
+        loop {
+            match w.send(req.clone()).await {
+                Err(e @ Error::Redirect { refused: None, .. }) => {
+                    w = self.follow(&w, bucket, e, &mut hops).await?;
+                }
+                done => break done,
+            }
+        }
     }
 }
 
@@ -443,33 +365,6 @@ impl<W: Wire> Wire for Redirects<W> {
 
     fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
         self.home.endpoint_stats()
-    }
-
-    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
-        follow!(self, prefix.bucket(), |w| w.list_objects_v2(prefix, opts))
-    }
-
-    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
-        follow!(self, uri.bucket(), |w| w.delete_object(uri))
-    }
-
-    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
-        let bucket = uris.first().map_or("", |u| u.bucket());
-        follow!(self, bucket, |w| w.delete_objects(uris))
-    }
-
-    /// Sent to the destination's bucket, so followed as that bucket moved.
-    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        follow!(self, to.bucket(), |w| w.copy_object(from, to))
-    }
-
-    async fn list_multipart_uploads(
-        &self,
-        prefix: &ObjectUri,
-        from: Option<UploadMarker>,
-    ) -> Result<UploadsPage> {
-        follow!(self, prefix.bucket(), |w| w
-            .list_multipart_uploads(prefix, from.clone()))
     }
 }
 

@@ -10,18 +10,12 @@
 /// under `wire/` (users filter by it).
 const LOG_TARGET: &str = "sluice_core::spread";
 
-use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
-use crate::object::{EndpointStats, ObjectMeta, PutInfo};
-use crate::put_options::{PutMode, PutOptions};
-use crate::uri::ObjectUri;
-use crate::wire::{BodySink, GetRequest, GetWire};
-use crate::wire::{PutWire, UploadedPart};
+use crate::object::EndpointStats;
+use crate::wire::{BodySink, GetRequest, GetWire, Operations, Reply, Request};
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
-use bytes::Bytes;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -220,14 +214,14 @@ impl<W> Spread<W> {
 
     /// One attempt that is not a GET (whose body tells whether the node answered): on the
     /// endpoint `pick` chooses, counted in flight, with `sent` body bytes, and settled.
-    async fn attempt<'a, T, F, Fut>(&'a self, sent: usize, call: F) -> Result<T>
+    async fn attempt<'a, T, F, Fut>(&'a self, sent: u64, call: F) -> Result<T>
     where
         F: FnOnce(&'a W) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         let ep = self.pick();
         let _counted = ep.enter();
-        ep.bytes_written.fetch_add(sent as u64, Ordering::Relaxed);
+        ep.bytes_written.fetch_add(sent, Ordering::Relaxed);
         ep.settle(call(&ep.wire).await, false)
     }
 }
@@ -249,65 +243,10 @@ impl<W: Wire> GetWire for Spread<W> {
 }
 
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
-impl<W: Wire> PutWire for Spread<W> {
-    async fn put_object(
-        &self,
-        uri: &ObjectUri,
-        data: Bytes,
-        checksum: Option<Crc>,
-        opts: &PutOptions,
-    ) -> Result<Option<String>> {
-        self.attempt(data.len(), |w| w.put_object(uri, data, checksum, opts))
-            .await
-    }
-
-    async fn create_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        checksummed: bool,
-        opts: &PutOptions,
-    ) -> Result<String> {
-        self.attempt(0, |w| w.create_multipart_upload(uri, checksummed, opts))
-            .await
-    }
-
-    async fn upload_part(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        part_number: u32,
-        data: Bytes,
-        checksum: Option<Crc>,
-    ) -> Result<Option<String>> {
-        self.attempt(data.len(), |w| {
-            w.upload_part(uri, upload_id, part_number, data, checksum)
-        })
-        .await
-    }
-
-    async fn complete_multipart_upload(
-        &self,
-        uri: &ObjectUri,
-        upload_id: &str,
-        parts: &[UploadedPart],
-        checksum: Option<Crc>,
-        mode: &PutMode,
-    ) -> Result<Option<String>> {
-        self.attempt(0, |w| {
-            w.complete_multipart_upload(uri, upload_id, parts, checksum, mode)
-        })
-        .await
-    }
-
-    async fn abort_multipart_upload(&self, uri: &ObjectUri, upload_id: &str) -> Result<()> {
-        self.attempt(0, |w| w.abort_multipart_upload(uri, upload_id))
-            .await
-    }
-
-    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        self.attempt(0, |w| w.head_object(uri)).await
+impl<W: Wire> Operations for Spread<W> {
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        let sent = req.body_len();
+        self.attempt(sent, |w| w.send(req)).await
     }
 }
 
@@ -326,31 +265,6 @@ impl<W: Wire> Wire for Spread<W> {
     fn endpoint_stats(&self) -> Vec<EndpointStats> {
         self.stats()
     }
-
-    async fn list_objects_v2(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
-        self.attempt(0, |w| w.list_objects_v2(prefix, opts)).await
-    }
-
-    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
-        self.attempt(0, |w| w.delete_object(uri)).await
-    }
-
-    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
-        self.attempt(0, |w| w.delete_objects(uris)).await
-    }
-
-    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        self.attempt(0, |w| w.copy_object(from, to)).await
-    }
-
-    async fn list_multipart_uploads(
-        &self,
-        prefix: &ObjectUri,
-        from: Option<UploadMarker>,
-    ) -> Result<UploadsPage> {
-        self.attempt(0, |w| w.list_multipart_uploads(prefix, from))
-            .await
-    }
 }
 
 #[cfg(test)]
@@ -360,6 +274,7 @@ mod tests {
     use crate::segment::Segment;
     use crate::store::{GetOptions, ObjectStore};
     use crate::testing::{self, Faulty, MemoryWire, Op, reset};
+    use crate::uri::ObjectUri;
 
     /// A store over `n` nodes of one in-memory cluster, each behind a `Faulty`.
     fn cluster(n: usize, latency: Duration) -> S3Store<Spread<Faulty<MemoryWire>>> {
@@ -398,8 +313,8 @@ mod tests {
     async fn an_unreachable_endpoint_is_avoided_and_its_attempts_go_elsewhere() {
         let s = cluster(3, Duration::ZERO);
         s.wire().wire(0).inner().insert(&uri("a"), vec![1u8; 100]);
-        s.wire().wire(1).fail(Op::Head, 1000, reset);
-        s.wire().wire(1).fail(Op::Get, 1000, reset);
+        s.wire().wire(1).fail(Op::HeadObject, 1000, reset);
+        s.wire().wire(1).fail(Op::GetObject, 1000, reset);
         for _ in 0..30 {
             assert_eq!(s.head(&uri("a")).await.unwrap().size, 100);
             assert_eq!(s.get(&uri("a"), None).await.unwrap().len(), 100);
@@ -434,7 +349,7 @@ mod tests {
     async fn when_every_endpoint_is_down_the_retry_budget_still_decides() {
         let s = cluster(2, Duration::ZERO);
         for i in 0..2 {
-            s.wire().wire(i).fail(Op::Head, 1000, reset);
+            s.wire().wire(i).fail(Op::HeadObject, 1000, reset);
         }
         let e = s.head(&uri("a")).await.unwrap_err();
         assert!(matches!(e, Error::Transport { .. }), "{e:?}");
