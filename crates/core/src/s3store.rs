@@ -257,6 +257,10 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         })
     }
 
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        retry(&self.cfg().retry, || self.inner.send(req.clone())).await
+    }
+
     async fn abort_upload(&self, upload: &Upload) -> Result<()> {
         let result = retry(&self.cfg().retry, || {
             self.inner
@@ -310,6 +314,24 @@ mod tests {
 
     /// Uploads in progress under a prefix, across pages, each retried page once; an abort of
     /// one gone meanwhile succeeds.
+    #[tokio::test]
+    async fn a_request_sent_as_a_value_gets_the_same_policy() {
+        let s = store();
+        s.wire().inner().insert(&uri("a"), data(10));
+        s.wire().fail(Op::HeadObject, 1, reset);
+        let reply = s
+            .send(Request::HeadObject { uri: &uri("a") })
+            .await
+            .unwrap();
+        assert!(
+            matches!(reply, Reply::Meta(m) if m.size == 10),
+            "retried, then answered"
+        );
+        assert_eq!(s.wire().calls(Op::HeadObject), 2);
+        let c = s.congestion().unwrap();
+        assert_eq!(c.cuts, 1, "the reset went through the controller: {c:?}");
+    }
+
     #[tokio::test]
     async fn uploads_in_progress_are_listed_page_by_page_and_aborted() {
         let s = store_with(testing::config(), |w| w.with_page_size(2));

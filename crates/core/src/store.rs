@@ -172,6 +172,20 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
             "aborting multipart uploads",
         ))
     }
+
+    /// Any S3 operation but GetObject, as a [`Request`](crate::wire::Request) value, under
+    /// the store's policy (its retries, its bound on requests in flight): for an operation
+    /// this trait has no method of its own for. A store that speaks no S3 refuses it.
+    async fn send(&self, req: crate::wire::Request<'_>) -> Result<crate::wire::Reply> {
+        let what = req.name();
+        Err(match req.uri() {
+            Some(uri) => unsupported(self.backend(), uri, what),
+            None => Error::config(
+                what,
+                format!("the {} store does not send it", self.backend()),
+            ),
+        })
+    }
 }
 
 /// `store`'s listing of `prefix` as a channel that owns it: `ObjectStore::list` borrows its

@@ -193,6 +193,12 @@ impl ObjectStore for SchemeRouter {
     fn multipart(&self, uri: &ObjectUri) -> Option<sluice_core::Multipart> {
         self.pick(uri).multipart(uri)
     }
+
+    /// To the store of the object the request names (an empty batch, to the S3 store).
+    async fn send(&self, req: sluice_core::wire::Request<'_>) -> Result<sluice_core::wire::Reply> {
+        let store = req.uri().map_or(self.s3.as_ref(), |uri| self.pick(uri));
+        store.send(req).await
+    }
 }
 
 /// The policy layer over wire `W`: spread over the endpoints when the configuration lists
