@@ -142,6 +142,16 @@ impl Handlers for AwsSdkWire {
         "awssdk"
     }
 
+    async fn head_bucket(&self, bucket: &ObjectUri) -> Result<()> {
+        self.client
+            .head_bucket()
+            .bucket(bucket.bucket())
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| self.err(&bucket.with_key("").to_string(), e))
+    }
+
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let s = uri.to_string();
         let out = self

@@ -236,6 +236,15 @@ impl Handlers for HyperWire {
         "hyper"
     }
 
+    async fn head_bucket(&self, bucket: &ObjectUri) -> Result<()> {
+        let s = bucket.with_key("").to_string();
+        let url = self.addressing.url(bucket.bucket(), "", &[]);
+        self.transport
+            .send(&s, Method::HEAD, &url, HeaderMap::new(), Bytes::new())
+            .await?;
+        Ok(())
+    }
+
     async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
         let s = uri.to_string();
         let url = self.addressing.object(uri, &[]);

@@ -8,7 +8,7 @@ use crate::stream;
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
-use sluice_core::wire::MAX_DELETE_BATCH;
+use sluice_core::wire::{MAX_DELETE_BATCH, Request};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
@@ -40,6 +40,9 @@ pub struct LsArgs {
 pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     let store = a.store.open_for(&[&a.uri]).await?;
     let uri = parse_uri(&a.uri)?;
+    if uri.scheme() == Scheme::S3 && uri.key().is_empty() {
+        bucket_exists(store.as_ref(), &uri).await?;
+    }
     let mut entries = store.list(&uri, a.recursive);
     // Each entry as it arrives: a listing of millions of keys is never held.
     while let Some(e) = entries.try_next().await? {
@@ -63,6 +66,23 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// A bucket's root is listed only once HeadBucket says the bucket is there, so that a missing
+/// bucket is named as such (an empty one lists nothing). A client stack that cannot ask
+/// leaves it to the listing's answer.
+async fn bucket_exists(store: &dyn ObjectStore, bucket: &ObjectUri) -> Result<(), Failure> {
+    match store.send(Request::HeadBucket { bucket }).await {
+        Ok(_) => Ok(()),
+        Err(sluice_core::Error::NotFound { uri, .. }) => {
+            Err(Failure::Store(sluice_core::Error::NotFound {
+                uri: format!("{uri} (the bucket does not exist)"),
+                code: "NoSuchBucket".into(),
+            }))
+        }
+        Err(sluice_core::Error::Service { status: 501, .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[derive(Args, Debug)]

@@ -510,6 +510,35 @@ async fn get_verifies_pattern_objects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_of_a_bucket_names_a_missing_one_and_prints_nothing_for_an_empty_one() {
+    let s = server().await;
+    for backend in ["hyper", "awssdk", "objectstore"] {
+        let missing = sluice(&s, &["ls", "--backend", backend, "s3://no-such-bucket"]);
+        assert_eq!(
+            missing.status.code(),
+            Some(3),
+            "{backend}: {}",
+            text(&missing)
+        );
+        // HeadBucket where the stack sends it; object_store's has none, and its listing's
+        // answer names the bucket instead.
+        let says = if backend == "objectstore" {
+            "NoSuchBucket"
+        } else {
+            "the bucket does not exist"
+        };
+        assert!(
+            text(&missing).contains(says),
+            "{backend}: {}",
+            text(&missing)
+        );
+        let empty = sluice(&s, &["ls", "--backend", backend, "s3://sluice-test"]);
+        assert!(empty.status.success(), "{backend}: {}", text(&empty));
+        assert!(empty.stdout.is_empty(), "{backend}: {}", text(&empty));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_fails_with_specific_messages() {
     let s = server().await;
     let cases: &[(&[&str], i32, &[&str])] = &[
@@ -525,7 +554,11 @@ async fn bad_input_fails_with_specific_messages() {
             3,
             &["s3://sluice-test/missing", "NoSuchKey"],
         ),
-        (&["ls", "s3://no-such-bucket/"], 3, &["no-such-bucket"]),
+        (
+            &["ls", "s3://no-such-bucket/"],
+            3,
+            &["no-such-bucket", "the bucket does not exist"],
+        ),
         (
             &["get", "--backend", "nope", "s3://sluice-test/k"],
             2,

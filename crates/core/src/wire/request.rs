@@ -48,11 +48,13 @@ pub enum Operation {
     CopyObject,
     /// ListMultipartUploads.
     ListMultipartUploads,
+    /// HeadBucket.
+    HeadBucket,
 }
 
 impl Operation {
     /// Every operation, in the order above.
-    pub const ALL: [Operation; 12] = [
+    pub const ALL: [Operation; 13] = [
         Self::GetObject,
         Self::HeadObject,
         Self::ListObjectsV2,
@@ -65,6 +67,7 @@ impl Operation {
         Self::DeleteObjects,
         Self::CopyObject,
         Self::ListMultipartUploads,
+        Self::HeadBucket,
     ];
 
     /// The operation's S3 name.
@@ -82,6 +85,7 @@ impl Operation {
             Self::DeleteObjects => "DeleteObjects",
             Self::CopyObject => "CopyObject",
             Self::ListMultipartUploads => "ListMultipartUploads",
+            Self::HeadBucket => "HeadBucket",
         }
     }
 
@@ -89,7 +93,10 @@ impl Operation {
     pub fn kind(self) -> Kind {
         match self {
             Self::GetObject => Kind::Read,
-            Self::HeadObject | Self::ListObjectsV2 | Self::ListMultipartUploads => Kind::Meta,
+            Self::HeadObject
+            | Self::ListObjectsV2
+            | Self::ListMultipartUploads
+            | Self::HeadBucket => Kind::Meta,
             Self::PutObject
             | Self::CreateMultipartUpload
             | Self::UploadPart
@@ -209,6 +216,12 @@ pub enum Request<'a> {
         /// The previous page's markers.
         from: Option<UploadMarker>,
     },
+    /// HeadBucket: whether the bucket exists and may be read. A missing bucket is
+    /// `Error::NotFound`. [`Reply::Done`].
+    HeadBucket {
+        /// The bucket (the key is not sent).
+        bucket: &'a ObjectUri,
+    },
 }
 
 impl Request<'_> {
@@ -226,6 +239,7 @@ impl Request<'_> {
             Self::DeleteObjects { .. } => Operation::DeleteObjects,
             Self::CopyObject { .. } => Operation::CopyObject,
             Self::ListMultipartUploads { .. } => Operation::ListMultipartUploads,
+            Self::HeadBucket { .. } => Operation::HeadBucket,
         }
     }
 
@@ -254,6 +268,7 @@ impl Request<'_> {
                 Some(prefix)
             }
             Self::CopyObject { to, .. } => Some(to),
+            Self::HeadBucket { bucket } => Some(bucket),
             Self::DeleteObjects { uris } => uris.first(),
         }
     }
@@ -447,6 +462,12 @@ pub trait OperationsExt: Operations {
             .await?;
         expect_reply!(Operation::ListMultipartUploads, reply, Reply::Uploads(u) => u)
     }
+
+    /// HeadBucket ([`Request::HeadBucket`]).
+    async fn head_bucket(&self, bucket: &ObjectUri) -> Result<()> {
+        let reply = self.send(Request::HeadBucket { bucket }).await?;
+        expect_reply!(Operation::HeadBucket, reply, Reply::Done => ())
+    }
 }
 
 impl<T: Operations + ?Sized> OperationsExt for T {}
@@ -561,6 +582,11 @@ pub trait Handlers: Send + Sync {
             prefix,
         ))
     }
+
+    /// [`Request::HeadBucket`].
+    async fn head_bucket(&self, bucket: &ObjectUri) -> Result<()> {
+        Err(refused(self.stack(), Operation::HeadBucket, bucket))
+    }
 }
 
 /// The refusal of an operation a stack does not offer, as `store::unsupported` words it.
@@ -625,6 +651,10 @@ impl<T: Handlers> Operations for T {
             Request::CopyObject { from, to } => Reply::Copied(self.copy_object(from, to).await?),
             Request::ListMultipartUploads { prefix, from } => {
                 Reply::Uploads(self.list_multipart_uploads(prefix, from).await?)
+            }
+            Request::HeadBucket { bucket } => {
+                self.head_bucket(bucket).await?;
+                Reply::Done
             }
         })
     }
