@@ -450,7 +450,6 @@ impl Handlers for AwsSdkWire {
     }
 }
 
-#[async_trait]
 impl Wire for AwsSdkWire {
     fn backend(&self) -> &'static str {
         "awssdk"

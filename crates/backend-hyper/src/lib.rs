@@ -506,7 +506,6 @@ impl Handlers for HyperWire {
     }
 }
 
-#[async_trait]
 impl Wire for HyperWire {
     fn backend(&self) -> &'static str {
         "hyper"

@@ -494,7 +494,6 @@ impl Handlers for ObjectStoreWire {
     }
 }
 
-#[async_trait]
 impl Wire for ObjectStoreWire {
     fn backend(&self) -> &'static str {
         "objectstore"

@@ -111,7 +111,6 @@ impl<W: Wire> Operations for Faulty<W> {
     }
 }
 
-#[async_trait]
 // A forwarding wrapper: no method may fall back to the trait's default.
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> Wire for Faulty<W> {

@@ -540,7 +540,6 @@ impl Handlers for MemoryWire {
     }
 }
 
-#[async_trait]
 impl Wire for MemoryWire {
     fn backend(&self) -> &'static str {
         "memory"

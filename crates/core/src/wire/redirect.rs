@@ -351,7 +351,6 @@ impl<W: Wire> Operations for Redirects<W> {
     }
 }
 
-#[async_trait]
 // A forwarding wrapper: no method may fall back to the trait's default.
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> Wire for Redirects<W> {

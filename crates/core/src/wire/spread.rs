@@ -250,7 +250,6 @@ impl<W: Wire> Operations for Spread<W> {
     }
 }
 
-#[async_trait]
 // A forwarding wrapper: no method may fall back to the trait's default.
 #[deny(clippy::missing_trait_methods)]
 impl<W: Wire> Wire for Spread<W> {
