@@ -307,7 +307,7 @@ fn set_up_from_env() {
         Ok(s) => match parse_size(&s) {
             Some(n) => n,
             None => {
-                tracing::warn!(value = %s, "SLUICE_SHM_POOL_SIZE is not a size (like 4GiB): shared-memory pool off");
+                tracing::warn!(value = %s, "SLUICE_SHM_POOL_SIZE is not a size (4G, 4GiB, 512MiB or bytes): shared-memory pool off");
                 DISABLED.store(1, Ordering::Relaxed);
                 return;
             }
@@ -320,17 +320,11 @@ fn set_up_from_env() {
     }
 }
 
+/// `SLUICE_SHM_POOL_SIZE` in the grammar of every size setting (`sluice_core::config::parse_size`:
+/// `4G`, `4GiB`, `512MiB`, bytes).
 fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let (num, mult) = [
-        ("GiB", 1usize << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-        ("", 1),
-    ]
-    .into_iter()
-    .find_map(|(suffix, m)| s.strip_suffix(suffix).map(|n| (n, m)))?;
-    num.trim().parse::<usize>().ok()?.checked_mul(mult)
+    let n = sluice_core::config::parse_size(s).ok()?;
+    usize::try_from(n).ok().filter(|n| *n > 0)
 }
 
 /// Claims a free slot file in `dir` for this process and maps up to `size` bytes of it;
@@ -514,6 +508,12 @@ mod tests {
         assert_eq!(parse_size("4GiB"), Some(4 << 30));
         assert_eq!(parse_size("512MiB"), Some(512 << 20));
         assert_eq!(parse_size("1048576"), Some(1 << 20));
+        assert_eq!(
+            parse_size("4G"),
+            Some(4 << 30),
+            "as SLUICE_MULTIPART_PART_SIZE reads it"
+        );
         assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("0"), None);
     }
 }
