@@ -175,7 +175,10 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Any S3 operation but GetObject, as a [`Request`](crate::wire::Request) value, under
     /// the store's policy (its retries, its bound on requests in flight): for an operation
-    /// this trait has no method of its own for. A store that speaks no S3 refuses it.
+    /// this trait has no method of its own for. A request whose attempt fails retryably is
+    /// sent again, so send only what a repeat cannot harm (HEAD, LIST, DELETE); the writes
+    /// have methods of their own that know what a lost answer means. A store that speaks no
+    /// S3 refuses it.
     async fn send(&self, req: crate::wire::Request<'_>) -> Result<crate::wire::Reply> {
         let what = req.name();
         Err(match req.uri() {
