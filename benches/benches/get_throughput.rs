@@ -2,6 +2,7 @@
 //! 1 MiB, 16 MiB and one unet3d record (146,600,628 B), read whole into a reused segment.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use sluice_core::ObjectStoreExt;
 use sluice_core::{ObjectUri, Segment};
 use sluice_testdata::pattern;
 use sluice_testserver::conformance::{Scheme, config_for};

@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 use sluice_backend_awssdk::AwsSdkStore;
-use sluice_core::{ByteRange, Checksums, Error, ObjectStore, ObjectUri};
+use sluice_core::ObjectStoreExt;
+use sluice_core::{ByteRange, Checksums, Error, ObjectUri};
 use sluice_testdata::pattern;
 use sluice_testserver::conformance::{Scheme, config_for, within};
 use sluice_testserver::storage::StoredObject;

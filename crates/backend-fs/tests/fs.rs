@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use futures::TryStreamExt;
 use sluice_backend_fs::FsStore;
+use sluice_core::ObjectStoreExt;
 use sluice_core::{
     ByteRange, Error, ListEntry, ObjectStore, ObjectUri, PutPayload, Scheme, Segment,
 };

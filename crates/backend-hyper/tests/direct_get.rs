@@ -4,7 +4,8 @@
 //! bytes nobody asked for is never read again.
 
 use sluice_backend_hyper::HyperStore;
-use sluice_core::{CredentialsCache, ObjectStore, ObjectUri, RetryPolicy, StoreConfig};
+use sluice_core::ObjectStoreExt;
+use sluice_core::{CredentialsCache, ObjectUri, RetryPolicy, StoreConfig};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -8,6 +8,7 @@ use crate::stream;
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
+use sluice_core::ObjectStoreExt;
 use sluice_core::wire::{MAX_DELETE_BATCH, Request};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};

@@ -47,8 +47,8 @@ pub use retry::{RetryPolicy, retry_counts};
 pub use s3store::S3Store;
 pub use segment::{Segment, SegmentError, SegmentedBuffer};
 pub use store::{
-    GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, ObjectStore, PutInfo, PutPayload,
-    spawn_list, unsupported,
+    GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, ObjectStore, ObjectStoreExt,
+    PutInfo, PutPayload, spawn_list, unsupported,
 };
 pub use upload::{
     MAX_PARTS, ObjectWriter, PART_CONCURRENCY, PARTS_MEMORY, WriteInfo, WriteOptions, WriterState,

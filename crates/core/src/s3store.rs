@@ -280,6 +280,7 @@ impl<W: Wire> ObjectStore for S3Store<W> {
 mod tests {
     use super::*;
     use crate::error::Error;
+    use crate::store::ObjectStoreExt;
     use crate::testing::{self, Faulty, MemoryWire, Op, reset, slow_down};
     use bytes::Bytes;
     use futures::TryStreamExt;

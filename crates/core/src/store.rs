@@ -62,40 +62,9 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         dst: &mut Segment,
     ) -> Result<GetInfo>;
 
-    /// `get_into_with` of any version.
-    async fn get_into(
-        &self,
-        uri: &ObjectUri,
-        range: Option<ByteRange>,
-        dst: &mut Segment,
-    ) -> Result<GetInfo> {
-        self.get_into_with(uri, &GetOptions::range(range), dst)
-            .await
-    }
-
-    /// The object, or `opts.range` of it (clipped at the object's end, as S3 does), of the
-    /// version `opts.if_match` pins when given, as one buffer.
-    async fn get_with(&self, uri: &ObjectUri, opts: &GetOptions) -> Result<Bytes> {
-        // Growable: S3 answers a range that runs past the end with the bytes that exist.
-        let mut seg = Segment::growable();
-        self.get_into_with(uri, opts, &mut seg).await?;
-        seg.freeze()
-            .map_err(|e| crate::Error::integrity(uri.to_string(), e.to_string()))
-    }
-
-    /// `get_with` of any version.
-    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
-        self.get_with(uri, &GetOptions::range(range)).await
-    }
-
     /// Lists keys starting with `prefix`'s key, page by page. `recursive = false` groups keys
     /// below the next `/` into `ListEntry::Prefix`.
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>>;
-
-    /// Uploads `data`; multipart at or above the configured threshold.
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        self.put_opts(uri, data, &PutOptions::default()).await
-    }
 
     /// `put` with a condition and the headers to store with the object. A store that
     /// cannot honour `opts` refuses (`unsupported`), never writes without it.
@@ -190,6 +159,45 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         })
     }
 }
+
+/// The conveniences over [`ObjectStore`]'s methods, for every store (as object_store's
+/// `GetClientExt`): a store implements the methods that carry policy, and a layer over stores
+/// (the scheme router) forwards only those.
+#[async_trait]
+pub trait ObjectStoreExt: ObjectStore {
+    /// `get_into_with` of any version.
+    async fn get_into(
+        &self,
+        uri: &ObjectUri,
+        range: Option<ByteRange>,
+        dst: &mut Segment,
+    ) -> Result<GetInfo> {
+        self.get_into_with(uri, &GetOptions::range(range), dst)
+            .await
+    }
+
+    /// The object, or `opts.range` of it (clipped at the object's end, as S3 does), of the
+    /// version `opts.if_match` pins when given, as one buffer.
+    async fn get_with(&self, uri: &ObjectUri, opts: &GetOptions) -> Result<Bytes> {
+        // Growable: S3 answers a range that runs past the end with the bytes that exist.
+        let mut seg = Segment::growable();
+        self.get_into_with(uri, opts, &mut seg).await?;
+        seg.freeze()
+            .map_err(|e| crate::Error::integrity(uri.to_string(), e.to_string()))
+    }
+
+    /// `get_with` of any version.
+    async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
+        self.get_with(uri, &GetOptions::range(range)).await
+    }
+
+    /// Uploads `data`; multipart at or above the configured threshold.
+    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
+        self.put_opts(uri, data, &PutOptions::default()).await
+    }
+}
+
+impl<T: ObjectStore + ?Sized> ObjectStoreExt for T {}
 
 /// `store`'s listing of `prefix` as a channel that owns it: `ObjectStore::list` borrows its
 /// store, so a consumer that must own its stream (a Python iterator, object_store's

@@ -24,6 +24,7 @@ use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::reader::{ChunkReader, Length};
 use pyo3::prelude::*;
+use sluice_core::ObjectStoreExt;
 use sluice_core::{ByteRange, Error, ObjectStore, ObjectUri, ObjectWriter, Result, WriteOptions};
 use sluice_testdata::pattern;
 use std::collections::HashMap;

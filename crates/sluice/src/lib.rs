@@ -28,6 +28,6 @@ mod runtime;
 pub use registry::{KNOWN, compiled, open};
 pub use runtime::{default_threads, runtime, runtime_with_threads};
 pub use sluice_core as core;
-pub use sluice_core::{Error, ObjectStore, ObjectUri, Result, StoreConfig};
+pub use sluice_core::{Error, ObjectStore, ObjectStoreExt, ObjectUri, Result, StoreConfig};
 pub use sluice_loader as loader;
 pub use sluice_loader::{Dataset, Loader, LoaderOptions, Object};

@@ -3,7 +3,6 @@
 //! serves `file://` and `direct://` URIs, through the file system store.
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_backend_fs::FsStore;
 use sluice_core::listing::Upload;
@@ -115,29 +114,8 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).get_into_with(uri, opts, dst).await
     }
 
-    async fn get_into(
-        &self,
-        uri: &ObjectUri,
-        range: Option<sluice_core::ByteRange>,
-        dst: &mut Segment,
-    ) -> Result<GetInfo> {
-        self.pick(uri).get_into(uri, range, dst).await
-    }
-
-    async fn get(&self, uri: &ObjectUri, range: Option<sluice_core::ByteRange>) -> Result<Bytes> {
-        self.pick(uri).get(uri, range).await
-    }
-
-    async fn get_with(&self, uri: &ObjectUri, opts: &GetOptions) -> Result<Bytes> {
-        self.pick(uri).get_with(uri, opts).await
-    }
-
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
         self.pick(prefix).list(prefix, recursive)
-    }
-
-    async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
-        self.pick(uri).put(uri, data).await
     }
 
     async fn put_opts(

@@ -5,6 +5,7 @@
 //! one that cannot (object_store) is shown storing the wrong bytes.
 
 use bytes::Bytes;
+use sluice_core::ObjectStoreExt;
 use sluice_core::{Error, ObjectStore, ObjectUri, StoreConfig};
 use sluice_testdata::pattern;
 use sluice_testserver::conformance::{Scheme, config_for, within};

@@ -7,6 +7,7 @@ use crate::hostile_cases::{
     ACCESS_KEY, BUCKET, Case, Expect, KEY, Op, PREFIX, SECRET_KEY, SESSION_TOKEN, catalogue,
 };
 use futures::TryStreamExt;
+use sluice_core::ObjectStoreExt;
 use sluice_core::{
     ByteRange, CredentialsCache, Error, ErrorKind, ObjectStore, ObjectUri, RetryPolicy,
     StoreConfig, Timeouts,

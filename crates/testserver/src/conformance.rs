@@ -8,6 +8,7 @@
 use crate::{DEFAULT_BUCKET, Fault, ServerOptions, TestServer};
 use bytes::Bytes;
 use futures::TryStreamExt;
+use sluice_core::ObjectStoreExt;
 use sluice_core::{
     ByteRange, CredentialsCache, Error, ListEntry, ObjectStore, ObjectUri, RetryPolicy, Segment,
     StoreConfig, Timeouts,

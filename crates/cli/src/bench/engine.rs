@@ -14,6 +14,7 @@ use crate::rusage;
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
+use sluice_core::ObjectStoreExt;
 use sluice_core::listing::ListOptions;
 use sluice_core::{ByteRange, ObjectStore, ObjectUri, PutPayload, Segment, WriteOptions};
 use std::collections::{BTreeMap, BTreeSet};

@@ -38,6 +38,7 @@ use ranks::Ranks;
 use report::{OpsRow, Row};
 use server::{client_cpus, pinned, start_server, which};
 use sizes::{Preset, SizeSpec};
+use sluice_core::ObjectStoreExt;
 use sluice_core::listing::ListOptions;
 use sluice_core::{ObjectStore, ObjectUri, StoreConfig};
 use sluice_loader::Dataset;

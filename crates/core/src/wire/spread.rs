@@ -271,6 +271,7 @@ mod tests {
     use super::*;
     use crate::s3store::S3Store;
     use crate::segment::Segment;
+    use crate::store::ObjectStoreExt;
     use crate::store::{GetOptions, ObjectStore};
     use crate::testing::{self, Faulty, MemoryWire, Op, reset};
     use crate::uri::ObjectUri;
