@@ -295,6 +295,18 @@ impl Error {
         }
     }
 
+    /// The refusal of an operation a store or client stack does not offer (`what`), about
+    /// `subject`: a 501 NotImplemented, as a store that lacks an S3 operation answers.
+    pub fn unsupported(subject: impl Into<String>, backend: &str, what: &str) -> Self {
+        Error::from_service(
+            subject,
+            501,
+            "NotImplemented",
+            format!("the {backend} store does not support {what}"),
+            None,
+        )
+    }
+
     /// The URI (or endpoint, or option) this error is about.
     pub fn subject(&self) -> &str {
         match self {

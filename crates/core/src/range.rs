@@ -162,8 +162,8 @@ pub enum RangeSize {
 /// the transfer).
 pub const FOLLOW_MAX_RANGE: u64 = 8 << 20;
 /// Smallest range that follows the controller: 4 MiB. Each request costs the server, and S3
-/// rates them (5,500 GETs/s per prefix: 23 GB/s of 4 MiB ranges, 11 of 2 MiB), so fewer,
-/// larger ranges read faster than more, smaller ones at the same bytes in flight
+/// limits requests per second per prefix, so a prefix serves bytes in proportion to the range
+/// size: fewer, larger ranges read faster than more, smaller ones at the same bytes in flight
 /// (docs/benchmarks.md, "Why the defaults").
 pub const FOLLOW_MIN_RANGE: u64 = 4 << 20;
 

@@ -225,11 +225,5 @@ pub fn spawn_list(
 
 /// The error of an operation a store does not offer.
 pub fn unsupported(backend: &str, uri: &ObjectUri, what: &str) -> Error {
-    Error::from_service(
-        uri.to_string(),
-        501,
-        "NotImplemented",
-        format!("the {backend} store does not support {what}"),
-        None,
-    )
+    Error::unsupported(uri.to_string(), backend, what)
 }

@@ -9,9 +9,9 @@
 //!   faults, and a steadier CPU per GB. Buffers above `POPULATE_MAX` are left to fault as
 //!   they fill: populating is synchronous, and a runtime thread must not stop for seconds.
 //! - **Transparent huge pages**, on request (`SLUICE_HUGEPAGES=1`): one fault per 2 MiB. Off
-//!   by default: every first pass measured was slower with them. The free 2 MiB blocks a new
-//!   process gets are the ones a VM's balloon has reported to its host, so each costs a
-//!   host-side fault. On a machine without free-page reporting they may gain.
+//!   by default: first passes were slower with them (docs/benchmarks.md, "Why the
+//!   defaults"). The free 2 MiB blocks a new process gets are the ones a VM's balloon has
+//!   reported to its host, so each costs a host-side fault. On a machine without free-page reporting they may gain.
 //!
 //! `madvise` is a plain system call with no Rust wrapper in std, hence the `unsafe`.
 #![allow(unsafe_code)]

@@ -41,7 +41,7 @@ pub const DEFAULT_RANGE_THRESHOLD: u64 = 32 << 20;
 /// worker processes each time) page-faults in every byte of memory it touches, and faulting
 /// costs more than the copy; bounded by bytes, the loader recycles a small set of buffers
 /// from the first object on (docs/benchmarks.md, "Why the defaults"). 256 MiB still holds
-/// 32 ranges of 8 MiB: enough for a 10 GB/s link with 25 ms of latency. Objects named without
+/// enough ranges of a few MiB to cover a fast link's bandwidth × delay. Objects named without
 /// a size are counted at the largest size seen so far (`LoaderOptions::memory_budget`), not
 /// sized by a HEAD each.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 256 << 20;

@@ -53,23 +53,6 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// Every operation, in the order above.
-    pub const ALL: [Operation; 13] = [
-        Self::GetObject,
-        Self::HeadObject,
-        Self::ListObjectsV2,
-        Self::PutObject,
-        Self::CreateMultipartUpload,
-        Self::UploadPart,
-        Self::CompleteMultipartUpload,
-        Self::AbortMultipartUpload,
-        Self::DeleteObject,
-        Self::DeleteObjects,
-        Self::CopyObject,
-        Self::ListMultipartUploads,
-        Self::HeadBucket,
-    ];
-
     /// The operation's S3 name.
     pub fn name(self) -> &'static str {
         match self {
@@ -589,15 +572,9 @@ pub trait Handlers: Send + Sync {
     }
 }
 
-/// The refusal of an operation a stack does not offer, as `store::unsupported` words it.
+/// The refusal of an operation a stack does not offer.
 fn refused(stack: &str, op: Operation, uri: &ObjectUri) -> Error {
-    Error::from_service(
-        uri.to_string(),
-        501,
-        "NotImplemented",
-        format!("the {stack} store does not support {}", op.name()),
-        None,
-    )
+    Error::unsupported(uri.to_string(), stack, op.name())
 }
 
 #[async_trait]
