@@ -14,11 +14,11 @@
 //! be unsafe as local file names, or lead through a symlinked directory, are refused one by
 //! one, as for `get -o`.
 
-use crate::StoreArgs;
-use crate::output::{Failure, progress};
 use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
+use sluice_console::StoreArgs;
+use sluice_console::output::{Failure, progress};
 use sluice_core::checksum::Pieces;
 use sluice_core::{
     ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, RangeSize, Segment,

@@ -1,21 +1,15 @@
 //! `sluice`: serve a test store, generate a dataset, move objects, and benchmark.
 
-mod bench;
 mod cp;
 mod objects;
 mod outdir;
-mod output;
-mod rusage;
 mod serve;
 mod stream;
 mod uploads;
 
-use clap::{Args, Parser, Subcommand};
-use output::Failure;
-use sluice_core::{ObjectStore, StoreConfig};
-use std::path::PathBuf;
+use clap::{Parser, Subcommand};
+use sluice_console::output;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Pool buffers may live in a shared-memory arena that outlives the process
 /// (`SLUICE_SHM_POOL`): `sluice bench` workers and `sluice get` reuse what an earlier one left.
@@ -40,77 +34,6 @@ struct Cli {
     log_level: Option<String>,
 }
 
-/// Where and how to reach the store; each falls back to the standard AWS environment.
-#[derive(Args, Debug, Clone)]
-pub struct StoreArgs {
-    /// Client stack: hyper, awssdk or objectstore [default: $S3_BACKEND, else hyper]
-    #[arg(long)]
-    pub backend: Option<String>,
-    /// Endpoint URL [default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS]
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// Several endpoints of one store, comma-separated: requests spread over them and avoid
-    /// one that stops answering [default: $S3_ENDPOINT_URIS]
-    #[arg(long, value_delimiter = ',', conflicts_with = "endpoint")]
-    pub endpoints: Vec<String>,
-    /// Region [default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, else us-east-1]
-    #[arg(long)]
-    pub region: Option<String>,
-    /// Extra CA certificates (PEM) [default: $AWS_CA_BUNDLE]
-    #[arg(long)]
-    pub ca_bundle: Option<PathBuf>,
-    /// AWS profile; wins over keys in the environment, as the AWS CLI's [default: $AWS_PROFILE]
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Send unsigned requests (public buckets), no credentials looked up
-    #[arg(long)]
-    pub no_sign_request: bool,
-}
-
-impl StoreArgs {
-    /// The store for a command on `uris` (URIs, local paths, `-`).
-    pub async fn open_for(&self, uris: &[&str]) -> Result<Arc<dyn ObjectStore>, Failure> {
-        let cfg = self.config_for(uris).await?;
-        Ok(sluice::registry::open(self.backend.as_deref(), cfg)?)
-    }
-
-    /// As `config`, for a command on `uris`: when none of them is an `s3://` URI the work is
-    /// local and looks up no AWS configuration at all (no profile files, no credentials
-    /// chain, no instance metadata, whose absence would only be reported as noise).
-    pub async fn config_for(&self, uris: &[&str]) -> Result<StoreConfig, Failure> {
-        let s3 = |u: &&str| u.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("s3://"));
-        if uris.iter().any(s3) {
-            return self.config().await;
-        }
-        Ok(StoreConfig::new(
-            None,
-            sluice_core::config::DEFAULT_REGION,
-            sluice_core::CredentialsCache::anonymous(),
-        ))
-    }
-
-    /// The environment's configuration with this command line's overrides.
-    pub async fn config(&self) -> Result<StoreConfig, Failure> {
-        let mut cfg = StoreConfig::from_env_with_profile(self.profile.as_deref()).await?;
-        if self.no_sign_request {
-            cfg.credentials = sluice_core::CredentialsCache::anonymous();
-        }
-        if let Some(e) = &self.endpoint {
-            cfg.set_endpoint("--endpoint", e)?;
-        }
-        if !self.endpoints.is_empty() {
-            cfg.set_endpoints("--endpoints", self.endpoints.iter().map(String::as_str))?;
-        }
-        if let Some(r) = &self.region {
-            cfg.set_region("--region", r)?;
-        }
-        if let Some(c) = &self.ca_bundle {
-            cfg.ca_bundle = Some(c.clone());
-        }
-        Ok(cfg)
-    }
-}
-
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run the S3 test server (in memory, or over a directory) until interrupted
@@ -133,16 +56,19 @@ enum Cmd {
         /// bash, zsh, fish, elvish or powershell
         shell: clap_complete::Shell,
     },
+    #[cfg(feature = "bench")]
     /// A/B benchmark of client stacks beside curl, on an embedded server by default: reader
     /// shapes, PUTs, small objects, metadata, mixed loads, checkpoints (`--workload`);
     /// `bench compare A.json B.json`
-    Bench(Box<bench::BenchArgs>),
+    Bench(Box<sluice_bench::BenchArgs>),
     /// One bench worker process (started by `sluice bench`)
+    #[cfg(feature = "bench")]
     #[command(hide = true)]
-    BenchWorker(bench::WorkerArgs),
+    BenchWorker(sluice_bench::WorkerArgs),
     /// One request-driven bench row (started by `sluice bench`)
+    #[cfg(feature = "bench")]
     #[command(hide = true)]
-    BenchOps(Box<bench::OpsArgs>),
+    BenchOps(Box<sluice_bench::OpsArgs>),
 }
 
 fn main() -> ExitCode {
@@ -185,7 +111,8 @@ fn main() -> ExitCode {
             Cmd::Cp(a) => cp::cp(a).await,
             Cmd::Rm(a) if a.incomplete_uploads => uploads::abort_incomplete(a).await,
             Cmd::Rm(a) => objects::rm(a).await,
-            Cmd::Bench(a) => bench::run(*a).await,
+            #[cfg(feature = "bench")]
+            Cmd::Bench(a) => sluice_bench::run(*a).await,
             Cmd::Completions { shell } => {
                 use clap::CommandFactory;
                 clap_complete::generate(
@@ -196,8 +123,10 @@ fn main() -> ExitCode {
                 );
                 Ok(())
             }
-            Cmd::BenchWorker(a) => bench::worker(a).await,
-            Cmd::BenchOps(a) => bench::ops_worker(*a).await,
+            #[cfg(feature = "bench")]
+            Cmd::BenchWorker(a) => sluice_bench::worker(a).await,
+            #[cfg(feature = "bench")]
+            Cmd::BenchOps(a) => sluice_bench::ops_worker(*a).await,
         }
     });
     let result = match runtime.block_on(command) {

@@ -1,21 +1,18 @@
 //! `sluice gen | ls | get | put | rm`.
 
-use crate::StoreArgs;
 use crate::outdir::{self, Target};
-use crate::output::{Failure, cpu_s_per_gb, mb_per_s, progress};
-use crate::rusage;
 use crate::stream;
-use bytes::Bytes;
 use clap::Args;
 use futures::{StreamExt, TryStreamExt};
-use sluice_core::ObjectStoreExt;
+use sluice_console::StoreArgs;
+use sluice_console::output::{Failure, cpu_s_per_gb, mb_per_s, progress};
+use sluice_console::rusage;
 use sluice_core::wire::{MAX_DELETE_BATCH, Request};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 fn parse_uri(s: &str) -> Result<ObjectUri, Failure> {
@@ -49,7 +46,11 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     while let Some(e) = entries.try_next().await? {
         match (&e, a.json) {
             (ListEntry::Object(m), false) if a.human => {
-                println!("{:>10}  {}", crate::output::human_size(m.size), m.uri)
+                println!(
+                    "{:>10}  {}",
+                    sluice_console::output::human_size(m.size),
+                    m.uri
+                )
             }
             (ListEntry::Object(m), false) => println!("{:>14}  {}", m.size, m.uri),
             (ListEntry::Prefix(p), false) => println!("{:>14}  {p}", "PRE"),
@@ -565,7 +566,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 24)]
     count: usize,
     /// Size of each record (bytes, or 140MiB); unet3d's mean is 146600628
-    #[arg(long, default_value = crate::serve::UNET3D_RECORD_SIZE, value_parser = crate::serve::parse_size)]
+    #[arg(long, default_value = sluice_console::dataset::UNET3D_RECORD_SIZE, value_parser = crate::serve::parse_size)]
     size: u64,
     /// Uploads in flight
     #[arg(short = 'j', long, default_value_t = 4)]
@@ -577,24 +578,6 @@ pub struct GenArgs {
     store: StoreArgs,
 }
 
-/// `train/<sub>/img_<i>_of_<N>.npz` keys under `prefix`, DLIO's layout.
-pub fn dataset_keys(prefix: &str, count: usize, per_folder: usize) -> Vec<String> {
-    let prefix = if prefix.is_empty() || prefix.ends_with('/') {
-        prefix.to_owned()
-    } else {
-        format!("{prefix}/")
-    };
-    let width = count.saturating_sub(1).max(1).to_string().len();
-    (0..count)
-        .map(|i| {
-            format!(
-                "{prefix}train/{:0width$}/img_{i}_of_{count}.npz",
-                i / per_folder.max(1)
-            )
-        })
-        .collect()
-}
-
 pub async fn generate(a: GenArgs) -> Result<(), Failure> {
     if a.jobs == 0 || a.count == 0 {
         return Err(Failure::Usage(
@@ -604,7 +587,9 @@ pub async fn generate(a: GenArgs) -> Result<(), Failure> {
     let base = parse_uri(&a.uri)?;
     let store = a.store.open_for(&[&a.uri]).await?;
     let t0 = Instant::now();
-    let bytes = write_dataset(store, &base, a.count, a.size, a.jobs, a.json).await?;
+    let bytes =
+        sluice_console::dataset::write_dataset(store, &base, a.count, a.size, a.jobs, a.json)
+            .await?;
     let elapsed = t0.elapsed();
     if a.json {
         println!(
@@ -622,61 +607,9 @@ pub async fn generate(a: GenArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Writes `count` DLIO-style records of `size` bytes under `base`, `jobs` at a time;
-/// returns the bytes written.
-pub async fn write_dataset(
-    store: Arc<dyn ObjectStore>,
-    base: &ObjectUri,
-    count: usize,
-    size: u64,
-    jobs: usize,
-    quiet: bool,
-) -> Result<u64, Failure> {
-    let keys = dataset_keys(base.key(), count, 1000);
-    let pb = progress(count as u64, false, quiet);
-    let size = usize::try_from(size)
-        .map_err(|_| Failure::Usage(format!("--size {size} does not fit in memory")))?;
-    let mut puts = futures::stream::iter(keys)
-        .map(|key| {
-            let store = store.clone();
-            let uri = base.with_key(key);
-            tokio::spawn(async move {
-                let k = uri.key().to_owned();
-                let record =
-                    tokio::task::spawn_blocking(move || sluice_testdata::npz::record(&k, size))
-                        .await
-                        .map_err(|e| Failure::Other(format!("generating a record failed: {e}")))?;
-                let n = record.len() as u64;
-                store.put(&uri, Bytes::from(record).into()).await?;
-                Ok::<u64, Failure>(n)
-            })
-        })
-        .buffer_unordered(jobs.max(1));
-    let mut bytes = 0;
-    while let Some(r) = puts.next().await {
-        bytes += r.map_err(|e| Failure::Other(format!("an upload task failed: {e}")))??;
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
-    Ok(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dataset_layout_matches_dlio() {
-        let k = dataset_keys("data", 3, 2);
-        assert_eq!(
-            k,
-            vec![
-                "data/train/0/img_0_of_3.npz",
-                "data/train/0/img_1_of_3.npz",
-                "data/train/1/img_2_of_3.npz"
-            ]
-        );
-    }
 
     #[test]
     fn get_budget_defaults_to_the_loaders() {

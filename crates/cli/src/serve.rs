@@ -1,7 +1,7 @@
 //! `sluice serve`: the test server as a process.
 
-use crate::output::Failure;
 use clap::Args;
+use sluice_console::output::Failure;
 use sluice_testserver::profile::{Bandwidth, FirstByteLatency};
 use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
 use std::net::SocketAddr;
@@ -38,7 +38,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0)]
     populate: usize,
     /// Size of each populated object (bytes, or 16MiB, 1GiB)
-    #[arg(long, default_value = UNET3D_RECORD_SIZE, value_parser = parse_size)]
+    #[arg(long, default_value = sluice_console::dataset::UNET3D_RECORD_SIZE, value_parser = parse_size)]
     object_size: u64,
     /// Key prefix of populated objects
     #[arg(long, default_value = "bench/")]
@@ -124,10 +124,6 @@ impl ShapingArgs {
         p
     }
 }
-
-/// The mean record size of MLPerf Storage's unet3d workload (bytes): the default object
-/// size wherever the CLI generates or serves a dataset.
-pub const UNET3D_RECORD_SIZE: &str = "146600628";
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
     sluice_core::config::parse_size(s).map_err(str::to_owned)

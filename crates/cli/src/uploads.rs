@@ -4,8 +4,8 @@
 //! keeps them until a lifecycle rule or this aborts them.
 
 use crate::objects::RmArgs;
-use crate::output::Failure;
 use futures::{StreamExt, TryStreamExt};
+use sluice_console::output::Failure;
 use sluice_core::ObjectStore;
 use sluice_core::listing::Upload;
 use std::time::{Duration, SystemTime};

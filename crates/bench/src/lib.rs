@@ -28,8 +28,6 @@ pub use args::{BenchArgs, WorkerArgs};
 pub use engine::{OpsArgs, run as ops_worker};
 pub use worker::worker;
 
-use crate::StoreArgs;
-use crate::output::Failure;
 use args::BenchCmd;
 use curl::CurlTarget;
 use ops::{OpsReport, Stopped};
@@ -38,6 +36,8 @@ use ranks::Ranks;
 use report::{OpsRow, Row};
 use server::{client_cpus, pinned, start_server, which};
 use sizes::{Preset, SizeSpec};
+use sluice_console::StoreArgs;
+use sluice_console::output::Failure;
 use sluice_core::ObjectStoreExt;
 use sluice_core::listing::ListOptions;
 use sluice_core::{ObjectStore, ObjectUri, StoreConfig};
@@ -286,8 +286,15 @@ async fn get_workload(
                 "generating {count} records of {size} bytes under {} ...",
                 t.dataset
             );
-            crate::objects::write_dataset(t.store.clone(), &t.dataset, count, size, 4, true)
-                .await?;
+            sluice_console::dataset::write_dataset(
+                t.store.clone(),
+                &t.dataset,
+                count,
+                size,
+                4,
+                true,
+            )
+            .await?;
         }
         ranks.barrier();
     }

@@ -4,7 +4,7 @@
 use super::args::{BenchArgs, Prefetch, parse_shape};
 use super::sizes::{Preset, SizeSpec};
 use super::workload::{Mix, Workload};
-use crate::output::Failure;
+use sluice_console::output::Failure;
 
 pub(super) struct Plan {
     pub workloads: Vec<Workload>,

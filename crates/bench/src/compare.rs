@@ -10,7 +10,7 @@
 //! `sluice bench` runs on one machine.
 
 use super::report::{OpsRow, Row};
-use crate::output::Failure;
+use sluice_console::output::Failure;
 use std::path::Path;
 
 const MIN_SECONDS: usize = 3;

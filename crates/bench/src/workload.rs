@@ -1,8 +1,8 @@
 //! What the bench can run: the workloads of `--workload` and the request kinds a mixed
 //! load draws from (`--mix`).
 
-use crate::output::Failure;
 use serde::{Deserialize, Serialize};
+use sluice_console::output::Failure;
 
 /// One family of rows in the bench's results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Workload {
     /// `small` and `mixed`, metadata-sized ones where only requests count.
     pub fn default_size(self) -> &'static str {
         match self {
-            Self::Get => crate::serve::UNET3D_RECORD_SIZE,
+            Self::Get => sluice_console::dataset::UNET3D_RECORD_SIZE,
             Self::Put => "8MiB",
             Self::Small => "64KiB",
             Self::Mixed => "1MiB",

@@ -8,12 +8,12 @@
 use super::ops::{OpStats, OpsReport, Stopped};
 use super::sizes::SizeSpec;
 use super::workload::{Mix, Op, Workload};
-use crate::StoreArgs;
-use crate::output::{Failure, progress};
-use crate::rusage;
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
+use sluice_console::StoreArgs;
+use sluice_console::output::{Failure, progress};
+use sluice_console::rusage;
 use sluice_core::ObjectStoreExt;
 use sluice_core::listing::ListOptions;
 use sluice_core::{ByteRange, ObjectStore, ObjectUri, PutPayload, Segment, WriteOptions};

@@ -4,8 +4,8 @@ use super::args::Prefetch;
 use super::latency::{Latency, Percentiles, Timed};
 use super::ops::{OpsReport, Stopped};
 use super::sizes::Preset;
-use crate::output::{Failure, GB, MB, cpu_s_per_gb, mb_per_sec};
 use serde::{Deserialize, Serialize};
+use sluice_console::output::{Failure, GB, MB, cpu_s_per_gb, mb_per_sec};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -180,7 +180,7 @@ pub(super) fn print_table(rows: &[Row]) {
                 r.prefetch,
                 f.requests,
                 f.window,
-                crate::output::human_size(f.range_size),
+                sluice_console::output::human_size(f.range_size),
                 f.throttled
             );
         }

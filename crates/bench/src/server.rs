@@ -1,6 +1,6 @@
 //! The embedded server the bench reads from, and programs pinned to CPUs.
 
-use crate::output::Failure;
+use sluice_console::output::Failure;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 

@@ -5,7 +5,7 @@
 //! the feature a process launched by mpirun with more than one rank refuses to run rather
 //! than print N unrelated tables.
 
-use crate::output::Failure;
+use sluice_console::output::Failure;
 
 /// This process's place among the ranks of one run.
 pub struct Ranks {

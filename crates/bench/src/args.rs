@@ -1,9 +1,9 @@
 //! The command lines of `sluice bench` and of the worker processes it starts.
 
-use crate::StoreArgs;
-use crate::output::Failure;
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use sluice_console::StoreArgs;
+use sluice_console::output::Failure;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]

@@ -2,7 +2,7 @@
 //! log-uniform range, or a file of sizes; and the MLPerf Storage presets, with what their
 //! accelerators ask for (`Preset::accelerators_fed`).
 
-use crate::output::Failure;
+use sluice_console::output::Failure;
 use std::path::Path;
 
 /// Where the sizes of the objects a workload writes come from.
@@ -23,7 +23,7 @@ impl SizeSpec {
     pub fn parse(s: &str) -> Result<Self, Failure> {
         let bad = |why: &str| Failure::Usage(format!("--size {s:?}: {why}"));
         let one = |v: &str| {
-            let n = crate::serve::parse_size(v).map_err(|e| bad(&e))?;
+            let n = sluice_core::config::parse_size(v).map_err(&bad)?;
             if n == 0 {
                 return Err(bad("a size of 0 bytes measures nothing"));
             }
@@ -54,7 +54,7 @@ impl SizeSpec {
             if line.is_empty() {
                 continue;
             }
-            let n = crate::serve::parse_size(line)
+            let n = sluice_core::config::parse_size(line)
                 .ok()
                 .filter(|n| *n > 0)
                 .ok_or_else(|| {
