@@ -26,6 +26,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use sluice_core::unsupported;
+use sluice_core::wire::{Handlers, Operations, Reply, Request};
 use sluice_core::{
     Attributes, Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri,
     ObjectWriter, PutInfo, PutMode, PutOptions, PutPayload, Result, Scheme, Segment, WriteOptions,
@@ -167,16 +168,6 @@ impl ObjectStore for FsStore {
         if self.is_direct() { "direct" } else { "file" }
     }
 
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        let path = self.path(uri)?;
-        let u = uri.clone();
-        blocking(uri, move || {
-            let meta = file_meta(&u, &path)?;
-            Ok(object_meta(u, &meta))
-        })
-        .await
-    }
-
     async fn get_into_with(
         &self,
         uri: &ObjectUri,
@@ -244,7 +235,30 @@ impl ObjectStore for FsStore {
         Ok(Box::new(w))
     }
 
-    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+    /// HEAD, DELETE and COPY as requests, as every store takes them (`ObjectStoreExt`).
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        Operations::send(self, req).await
+    }
+}
+
+/// The operations a file system answers; the rest keep `Handlers`' refusals naming them.
+#[async_trait]
+impl Handlers for FsStore {
+    fn stack(&self) -> &'static str {
+        self.backend()
+    }
+
+    async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        let path = self.path(uri)?;
+        let u = uri.clone();
+        blocking(uri, move || {
+            let meta = file_meta(&u, &path)?;
+            Ok(object_meta(u, &meta))
+        })
+        .await
+    }
+
+    async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
         let path = self.path(uri)?;
         let u = uri.clone();
         blocking(uri, move || match std::fs::remove_file(&path) {
@@ -253,6 +267,12 @@ impl ObjectStore for FsStore {
             r => r.map_err(|e| Error::io(u.to_string(), "remove", e)),
         })
         .await
+    }
+
+    /// No copy on the file system's side: the caller copies through itself.
+    async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        let _ = (from, to);
+        Ok(None)
     }
 }
 

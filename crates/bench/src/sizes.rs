@@ -23,7 +23,7 @@ impl SizeSpec {
     pub fn parse(s: &str) -> Result<Self, Failure> {
         let bad = |why: &str| Failure::Usage(format!("--size {s:?}: {why}"));
         let one = |v: &str| {
-            let n = sluice_core::config::parse_size(v).map_err(&bad)?;
+            let n = sluice_core::settings::size(v).map_err(&bad)?;
             if n == 0 {
                 return Err(bad("a size of 0 bytes measures nothing"));
             }
@@ -54,7 +54,7 @@ impl SizeSpec {
             if line.is_empty() {
                 continue;
             }
-            let n = sluice_core::config::parse_size(line)
+            let n = sluice_core::settings::size(line)
                 .ok()
                 .filter(|n| *n > 0)
                 .ok_or_else(|| {

@@ -19,6 +19,7 @@ use clap::Args;
 use futures::{StreamExt, TryStreamExt};
 use sluice_console::StoreArgs;
 use sluice_console::output::{Failure, progress};
+use sluice_core::ObjectStoreExt;
 use sluice_core::checksum::Pieces;
 use sluice_core::{
     ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, RangeSize, Segment,

@@ -147,3 +147,47 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long_flags(cmd: &clap::Command, out: &mut Vec<String>) {
+        out.extend(
+            cmd.get_arguments()
+                .filter_map(|a| a.get_long().map(|l| format!("--{l}"))),
+        );
+        for sub in cmd.get_subcommands() {
+            long_flags(sub, out);
+        }
+    }
+
+    /// The settings table names the flags, and the flags of the store are the table's.
+    #[test]
+    fn every_setting_flag_is_a_flag_and_every_store_flag_a_setting() {
+        use clap::{Args, CommandFactory};
+        let mut flags = Vec::new();
+        long_flags(&Cli::command(), &mut flags);
+        let table: Vec<&str> = sluice_core::settings::ALL
+            .iter()
+            .filter_map(|s| s.info().flag)
+            .collect();
+        for flag in &table {
+            if *flag == "--pin-endpoints" && !cfg!(feature = "bench") {
+                continue;
+            }
+            assert!(
+                flags.iter().any(|f| f == flag),
+                "{flag} is no flag of sluice"
+            );
+        }
+        let store = sluice_console::StoreArgs::augment_args(clap::Command::new("store"));
+        for arg in store.get_arguments().filter_map(|a| a.get_long()) {
+            let flag = format!("--{arg}");
+            assert!(
+                table.contains(&flag.as_str()),
+                "{flag} is not in the settings table"
+            );
+        }
+    }
+}

@@ -126,7 +126,7 @@ impl ShapingArgs {
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    sluice_core::config::parse_size(s).map_err(str::to_owned)
+    sluice_core::settings::size(s).map_err(str::to_owned)
 }
 
 pub async fn run(a: ServeArgs) -> Result<(), Failure> {

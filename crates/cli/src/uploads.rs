@@ -7,6 +7,7 @@ use crate::objects::RmArgs;
 use futures::{StreamExt, TryStreamExt};
 use sluice_console::output::Failure;
 use sluice_core::ObjectStore;
+use sluice_core::ObjectStoreExt;
 use sluice_core::listing::Upload;
 use std::time::{Duration, SystemTime};
 

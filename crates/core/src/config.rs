@@ -24,6 +24,7 @@ use crate::congestion::Concurrency;
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
+use crate::settings;
 use aws_config::meta::credentials::CredentialsProviderChain;
 use aws_config::meta::region::ProvideRegion;
 use aws_config::profile::{ProfileFileCredentialsProvider, ProfileFileRegionProvider};
@@ -220,24 +221,24 @@ impl StoreConfig {
     /// As `from_env`, with variables looked up through `env` (tests pass a map).
     pub async fn from_env_source(env: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Self> {
         let get = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        // Every setting's value first, so a bad one is named whatever else is set.
+        settings::check(&get)?;
+        let value = |s: &settings::Setting<String>| s.lookup(&get);
 
-        let endpoint = match get("AWS_ENDPOINT_URL_S3")
-            .map(|v| ("AWS_ENDPOINT_URL_S3", v))
-            .or_else(|| get("AWS_ENDPOINT_URL").map(|v| ("AWS_ENDPOINT_URL", v)))
-        {
+        let endpoint = match value(&settings::ENDPOINT) {
             Some((var, v)) => Some(parse_endpoint(var, &v)?),
             None => None,
         };
-        let endpoints = match get("S3_ENDPOINT_URIS") {
-            Some(v) => parse_endpoints("S3_ENDPOINT_URIS", v.split(','))?,
+        let endpoints = match value(&settings::ENDPOINTS) {
+            Some((var, v)) => parse_endpoints(var, v.split(','))?,
             None => Vec::new(),
         };
         let endpoint = endpoints.first().cloned().or(endpoint);
 
-        let profile = get("AWS_PROFILE").unwrap_or_else(|| "default".into());
+        let profile = value(&settings::PROFILE).map_or_else(|| "default".into(), |(_, p)| p);
         let files = profile_files(&get);
-        let region = match get("AWS_REGION").or_else(|| get("AWS_DEFAULT_REGION")) {
-            Some(r) => r,
+        let region = match value(&settings::REGION) {
+            Some((_, r)) => r,
             None => ProfileFileRegionProvider::builder()
                 .profile_files(files.clone())
                 .profile_name(&profile)
@@ -247,7 +248,6 @@ impl StoreConfig {
                 .map(|r| r.to_string())
                 .unwrap_or_else(|| DEFAULT_REGION.into()),
         };
-
         let credentials = match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
             (Some(ak), Some(sk)) => {
                 CredentialsCache::from_static(&ak, &sk, get("AWS_SESSION_TOKEN"))
@@ -284,10 +284,10 @@ impl StoreConfig {
             }
         };
 
-        check_region("AWS_REGION", &region)?;
+        check_region(settings::REGION.env[0], &region)?;
         let mut cfg = Self::new(endpoint, region, credentials);
         cfg.endpoints = endpoints;
-        if parse_opt(&get, "SLUICE_PIN_ENDPOINT_BY_RANK", parse_bool)? == Some(true) {
+        if settings::PIN_ENDPOINT_BY_RANK.read(&get)? == Some(true) {
             let rank = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"]
                 .into_iter()
                 .find_map(|var| get(var).map(|v| (var, v)))
@@ -300,63 +300,49 @@ impl StoreConfig {
                 .unwrap_or(0);
             cfg.pin_endpoint(rank);
         }
-        cfg.ca_bundle = get("AWS_CA_BUNDLE").map(PathBuf::from);
-        if let Some(b) = parse_opt(&get, "SLUICE_PATH_STYLE", parse_bool)? {
+        cfg.ca_bundle = value(&settings::CA_BUNDLE).map(|(_, p)| PathBuf::from(p));
+        if let Some(b) = settings::PATH_STYLE.read(&get)? {
             cfg.path_style = b;
         }
-        if let Some(d) = parse_opt(&get, "SLUICE_CONNECT_TIMEOUT", parse_seconds)? {
+        if let Some(d) = settings::CONNECT_TIMEOUT.read(&get)? {
             cfg.timeouts.connect = d;
         }
-        if let Some(d) = parse_opt(&get, "SLUICE_FIRST_BYTE_TIMEOUT", parse_seconds)? {
+        if let Some(d) = settings::FIRST_BYTE_TIMEOUT.read(&get)? {
             cfg.timeouts.first_byte = d;
         }
-        if let Some(d) = parse_opt(&get, "SLUICE_STALL_TIMEOUT", parse_seconds)? {
+        if let Some(d) = settings::STALL_TIMEOUT.read(&get)? {
             cfg.timeouts.stall = d;
         }
-        let attempts = match parse_opt(&get, "SLUICE_MAX_ATTEMPTS", parse_attempts)? {
-            Some(n) => Some(n),
-            None => parse_opt(&get, "AWS_MAX_ATTEMPTS", parse_attempts)?,
-        };
-        if let Some(n) = attempts {
+        if let Some(n) = settings::MAX_ATTEMPTS.read(&get)? {
             cfg.retry.max_attempts = n;
         }
-        if let Some(n) = parse_opt(&get, "SLUICE_MULTIPART_THRESHOLD", parse_size)? {
+        if let Some(n) = settings::MULTIPART_THRESHOLD.read(&get)? {
             cfg.multipart_threshold = n;
         }
-        if let Some(n) = parse_opt(&get, "SLUICE_MULTIPART_PART_SIZE", parse_size)? {
+        if let Some(n) = settings::MULTIPART_PART_SIZE.read(&get)? {
             if n < MIN_PART_SIZE {
                 return Err(Error::config(
-                    "SLUICE_MULTIPART_PART_SIZE",
+                    settings::MULTIPART_PART_SIZE.env[0],
                     format!("{n} is below S3's 5 MiB minimum part size"),
                 ));
             }
             cfg.multipart_part_size = n;
         }
-        if let Some(n) = parse_opt(&get, "SLUICE_PARTS_IN_FLIGHT", |s| {
-            parse_count(s)
-                .filter(|n| *n > 0)
-                .ok_or("a positive integer")
-        })? {
-            cfg.parts_in_flight = Some(n);
-        }
-        if let Some(b) = parse_opt(&get, "SLUICE_HTTP2", parse_bool)? {
+        cfg.parts_in_flight = settings::PARTS_IN_FLIGHT.read(&get)?;
+        if let Some(b) = settings::HTTP2.read(&get)? {
             cfg.http2 = b;
         }
-        if let Some(b) = parse_opt(&get, "SLUICE_DIRECT_GET", parse_bool)? {
+        if let Some(b) = settings::DIRECT_GET.read(&get)? {
             cfg.direct_get = b;
         }
-        if let Some(n) = parse_opt(&get, "SLUICE_MAX_CONNECTIONS", |s| {
-            parse_count(s)
-                .filter(|n| *n > 0)
-                .ok_or("a positive integer")
-        })? {
+        if let Some(n) = settings::MAX_CONNECTIONS.read(&get)? {
             cfg.max_connections = n;
             cfg.concurrency = Concurrency::Fixed;
         }
-        if let Some(b) = parse_opt(&get, "AWS_REQUEST_CHECKSUM_CALCULATION", parse_when)? {
+        if let Some(b) = settings::UPLOAD_CHECKSUMS.read(&get)? {
             cfg.checksums.on_upload = b;
         }
-        if let Some(b) = parse_opt(&get, "AWS_RESPONSE_CHECKSUM_VALIDATION", parse_when)? {
+        if let Some(b) = settings::DOWNLOAD_CHECKSUMS.read(&get)? {
             cfg.checksums.on_download = b;
         }
         Ok(cfg)
@@ -550,87 +536,6 @@ pub(crate) fn check_region(option: &str, region: &str) -> Result<()> {
             ),
         ))
     }
-}
-
-fn parse_opt<T>(
-    get: &dyn Fn(&str) -> Option<String>,
-    var: &str,
-    parse: impl Fn(&str) -> std::result::Result<T, &'static str>,
-) -> Result<Option<T>> {
-    get(var)
-        .map(|v| {
-            parse(v.trim())
-                .map_err(|want| Error::config(var, format!("expected {want}, got {v:?}")))
-        })
-        .transpose()
-}
-
-/// How every `SLUICE_*` switch reads a boolean (case-insensitive); `Err` names the forms.
-pub fn parse_bool(s: &str) -> std::result::Result<bool, &'static str> {
-    match s.to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err("1/0, true/false, yes/no or on/off"),
-    }
-}
-
-/// The AWS SDKs' checksum setting values.
-fn parse_when(s: &str) -> std::result::Result<bool, &'static str> {
-    match s.to_ascii_lowercase().as_str() {
-        "when_supported" => Ok(true),
-        "when_required" => Ok(false),
-        _ => Err("when_supported or when_required"),
-    }
-}
-
-fn parse_count(s: &str) -> Option<usize> {
-    s.parse().ok()
-}
-
-fn parse_attempts(s: &str) -> std::result::Result<u32, &'static str> {
-    s.parse()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or("an attempt count of at least 1")
-}
-
-/// Seconds, as `10`, `2.5`, or with a unit: `500ms`, `3s`.
-pub(crate) fn parse_seconds(s: &str) -> std::result::Result<Duration, &'static str> {
-    const WANT: &str = "a duration in seconds such as 10, 2.5, 500ms or 3s";
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| WANT)?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(WANT);
-    }
-    Ok(Duration::from_secs_f64(v * scale))
-}
-
-/// Bytes, as `1048576`, or with a binary or decimal unit: `16MiB`, `1GiB`, `8M`, `500KB`.
-pub fn parse_size(s: &str) -> std::result::Result<u64, &'static str> {
-    const WANT: &str = "a size in bytes such as 1048576, 16MiB or 1GiB";
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "kb" => 1e3,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "mb" => 1e6,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "gb" => 1e9,
-        _ => return Err(WANT),
-    };
-    let v: f64 = num.parse().map_err(|_| WANT)?;
-    Ok((v * mult).round() as u64)
 }
 
 #[cfg(test)]
@@ -914,15 +819,5 @@ mod tests {
             !d.contains("very-secret-value") && !d.contains("tok-secret"),
             "{d}"
         );
-    }
-
-    #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
-        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
-        assert_eq!(parse_size("500KB"), Ok(500_000));
-        assert!(parse_size("12 parsecs").is_err());
-        assert_eq!(parse_seconds("3s"), Ok(Duration::from_secs(3)));
-        assert!(parse_seconds("-1").is_err());
     }
 }

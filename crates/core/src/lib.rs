@@ -24,6 +24,7 @@ mod resume;
 mod retry;
 mod s3store;
 mod segment;
+pub mod settings;
 mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

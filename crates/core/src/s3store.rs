@@ -5,14 +5,14 @@
 use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats, Kind};
 use crate::error::{Error, Result};
-use crate::listing::{ListOptions, ListPage, Upload, paginate};
+use crate::listing::{ListOptions, paginate};
 use crate::multipart::{self, MultipartWriter};
 use crate::parts_in_flight::PartsWindow;
 use crate::put_options::PutOptions;
 use crate::resume::get_with_resume;
 use crate::retry::retry;
 use crate::segment::Segment;
-use crate::store::{GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, PutInfo, PutPayload};
+use crate::store::{GetInfo, GetOptions, ListEntry, ObjectStore, PutInfo, PutPayload};
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
 use crate::wire::redirect::Redirects;
@@ -162,10 +162,6 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         self.inner.congestion.expect_requests(requests);
     }
 
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        retry(&self.cfg().retry, || self.inner.head_object(uri)).await
-    }
-
     async fn get_into_with(
         &self,
         uri: &ObjectUri,
@@ -184,13 +180,6 @@ impl<W: Wire> ObjectStore for S3Store<W> {
                 self.inner.list_objects_v2(&prefix, &opts).await
             }
         })
-    }
-
-    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
-        retry(&self.cfg().retry, || {
-            self.inner.list_objects_v2(prefix, opts)
-        })
-        .await
     }
 
     async fn put_opts(
@@ -230,10 +219,6 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         )?))
     }
 
-    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
-        retry(&self.cfg().retry, || self.inner.delete_object(uri)).await
-    }
-
     /// Batches of one bucket, `MAX_DELETE_BATCH` keys each, one after another; a batch is
     /// retried whole (deleting twice is harmless). Keys the server refused are not retried:
     /// S3 refuses a key for a reason that holds (access, a lock), not for load.
@@ -245,33 +230,8 @@ impl<W: Wire> ObjectStore for S3Store<W> {
         Ok(refused)
     }
 
-    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        retry(&self.cfg().retry, || self.inner.copy_object(from, to)).await
-    }
-
-    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
-        let prefix = prefix.clone();
-        paginate(&self.cfg().retry, move |from| {
-            let prefix = prefix.clone();
-            async move { self.inner.list_multipart_uploads(&prefix, from).await }
-        })
-    }
-
     async fn send(&self, req: Request<'_>) -> Result<Reply> {
         retry(&self.cfg().retry, || self.inner.send(req.clone())).await
-    }
-
-    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
-        let result = retry(&self.cfg().retry, || {
-            self.inner
-                .abort_multipart_upload(&upload.uri, &upload.upload_id)
-        })
-        .await;
-        match result {
-            // Completed or aborted since it was listed: nothing is left of it either way.
-            Err(e) if multipart::no_such_upload(&e) => Ok(()),
-            r => r,
-        }
     }
 }
 
@@ -343,7 +303,7 @@ mod tests {
                 .unwrap();
         }
         s.wire().fail(Op::ListMultipartUploads, 1, slow_down);
-        let found: Vec<Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();
+        let found: Vec<crate::Upload> = s.list_uploads(&uri("ckpt/")).try_collect().await.unwrap();
         let keys: Vec<&str> = found.iter().map(|u| u.uri.key()).collect();
         assert_eq!(keys, ["ckpt/a", "ckpt/b", "ckpt/b", "ckpt/c", "ckpt/d"]);
         assert_eq!(

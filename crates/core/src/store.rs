@@ -1,15 +1,18 @@
 //! The [`ObjectStore`] trait every backend implements.
 
 use crate::error::{Error, Result};
-use crate::listing::Upload;
+use crate::listing::{ListOptions, ListPage, Upload, paginate};
+use crate::multipart::no_such_upload;
 pub use crate::object::{
     GetInfo, GetOptions, ListEntry, MAX_COPY_SIZE, ObjectMeta, PutInfo, PutPayload,
 };
 use crate::put_options::PutOptions;
 use crate::range::ByteRange;
+use crate::retry::RetryPolicy;
 use crate::segment::Segment;
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
+use crate::wire::{Operations, OperationsExt, Reply, Request};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -47,10 +50,6 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         let _ = requests;
     }
 
-    /// The object's size, ETag and modification time, without its body (a HEAD request).
-    /// A missing object is `Error::NotFound`.
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta>;
-
     /// Streams the object, or `opts.range` of it, into `dst`; returns what was written. Each
     /// body byte is copied once, from the network buffer into `dst` (or only counted, into a
     /// `Segment::counting`). A fixed-length `dst` must match the response length exactly; a
@@ -75,9 +74,6 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         opts: &PutOptions,
     ) -> Result<PutInfo>;
 
-    /// Deletes the object. Deleting one that does not exist succeeds, as on S3.
-    async fn delete(&self, uri: &ObjectUri) -> Result<()>;
-
     /// Deletes every object of `uris`; S3 stores send them as DeleteObjects requests of up
     /// to 1,000 keys. `Ok` holds the objects the store refused to delete, each with its
     /// reason; `Err` is a request that failed as a whole (after retries), which ends the
@@ -85,7 +81,7 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
         let mut refused = Vec::new();
         for uri in uris {
-            match self.delete(uri).await {
+            match ObjectStoreExt::delete(self, uri).await {
                 Ok(()) => {}
                 Err(e) if e.is_retryable() => return Err(e),
                 Err(e) => refused.push(e),
@@ -94,29 +90,9 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         Ok(refused)
     }
 
-    /// Makes `to` a copy of `from` inside the store, without the bytes passing through this
-    /// process (S3 CopyObject). One CopyObject copies at most `MAX_COPY_SIZE` bytes, which
-    /// callers check. `Ok(None)`: this store cannot copy on its side (a file system, two
-    /// stores); the caller copies through itself.
-    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        let _ = (from, to);
-        Ok(None)
-    }
-
     /// A streaming upload of `uri`: bytes are sent in parts as they are written, with
     /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>>;
-
-    /// One page of a listing (ListObjectsV2), as `opts` asks, retried: for callers that page
-    /// themselves (object_store's `PaginatedListStore`). A store without pages refuses.
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        opts: &crate::listing::ListOptions,
-    ) -> Result<crate::listing::ListPage> {
-        let _ = opts;
-        Err(unsupported(self.backend(), prefix, "listing one page"))
-    }
 
     /// `uri`'s store's multipart calls, for a caller that uploads part by part itself;
     /// `None` where the store has no multipart uploads (a file system).
@@ -125,30 +101,13 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
-    /// The multipart uploads in progress under `prefix`'s key (S3 ListMultipartUploads,
-    /// page by page): what writers killed mid-upload left. A store without them refuses.
-    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
-        let e = unsupported(self.backend(), prefix, "listing multipart uploads");
-        futures::stream::iter([Err(e)]).boxed()
-    }
-
-    /// Aborts an upload in progress: its parts are deleted, no object appears. Aborting one
-    /// that is gone (completed or aborted since it was listed) succeeds.
-    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
-        Err(unsupported(
-            self.backend(),
-            &upload.uri,
-            "aborting multipart uploads",
-        ))
-    }
-
-    /// Any S3 operation but GetObject, as a [`Request`](crate::wire::Request) value, under
-    /// the store's policy (its retries, its bound on requests in flight): for an operation
-    /// this trait has no method of its own for. A request whose attempt fails retryably is
-    /// sent again, so send only what a repeat cannot harm (HEAD, LIST, DELETE); the writes
-    /// have methods of their own that know what a lost answer means. A store that speaks no
-    /// S3 refuses it.
-    async fn send(&self, req: crate::wire::Request<'_>) -> Result<crate::wire::Reply> {
+    /// Any operation but GetObject, as a [`Request`] value, under the store's policy (its
+    /// retries, its bound on requests in flight): HEAD, LIST, DELETE, CopyObject and the
+    /// rest, which [`ObjectStoreExt`] offers as typed calls. A request whose attempt fails
+    /// retryably is sent again, so send only what a repeat cannot harm; the writes have
+    /// methods of their own (`put_opts`, `writer`) that know what a lost answer means. An
+    /// operation the store does not offer is refused, naming it.
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
         let what = req.name();
         Err(match req.uri() {
             Some(uri) => unsupported(self.backend(), uri, what),
@@ -160,9 +119,9 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
-/// The conveniences over [`ObjectStore`]'s methods, for every store (as object_store's
-/// `GetClientExt`): a store implements the methods that carry policy, and a layer over stores
-/// (the scheme router) forwards only those.
+/// The typed calls over [`ObjectStore`]'s methods, for every store (as object_store's
+/// `GetClientExt`): a store implements the methods that carry policy (`send` among them),
+/// and a layer over stores (the scheme router) forwards only those.
 #[async_trait]
 pub trait ObjectStoreExt: ObjectStore {
     /// `get_into_with` of any version.
@@ -194,6 +153,68 @@ pub trait ObjectStoreExt: ObjectStore {
     /// Uploads `data`; multipart at or above the configured threshold.
     async fn put(&self, uri: &ObjectUri, data: PutPayload) -> Result<PutInfo> {
         self.put_opts(uri, data, &PutOptions::default()).await
+    }
+
+    /// The object's size, ETag and modification time, without its body (HeadObject). A
+    /// missing object is `Error::NotFound`.
+    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+        Policy(self).head_object(uri).await
+    }
+
+    /// Deletes the object (DeleteObject). Deleting one that does not exist succeeds, as on S3.
+    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
+        Policy(self).delete_object(uri).await
+    }
+
+    /// Makes `to` a copy of `from` inside the store, without the bytes passing through this
+    /// process (CopyObject). One CopyObject copies at most `MAX_COPY_SIZE` bytes, which
+    /// callers check. `Ok(None)`: this store cannot copy on its side (a file system, two
+    /// stores, a client stack that cannot ask); the caller copies through itself.
+    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
+        Policy(self).copy_object(from, to).await
+    }
+
+    /// One page of a listing (ListObjectsV2), as `opts` asks: for callers that page
+    /// themselves (object_store's `PaginatedListStore`). A store without pages refuses.
+    async fn list_page(&self, prefix: &ObjectUri, opts: &ListOptions) -> Result<ListPage> {
+        Policy(self).list_objects_v2(prefix, opts).await
+    }
+
+    /// The multipart uploads in progress under `prefix`'s key (ListMultipartUploads, page by
+    /// page): what writers killed mid-upload left. A store without them refuses.
+    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
+        // Each page is retried by `send`, under the store's own policy.
+        static ONCE: RetryPolicy = RetryPolicy::none();
+        let prefix = prefix.clone();
+        paginate(&ONCE, move |from| {
+            let prefix = prefix.clone();
+            async move { Policy(self).list_multipart_uploads(&prefix, from).await }
+        })
+    }
+
+    /// Aborts an upload in progress (AbortMultipartUpload): its parts are deleted, no object
+    /// appears. Aborting one that is gone (completed or aborted since it was listed) succeeds.
+    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
+        let policy = Policy(self);
+        match policy
+            .abort_multipart_upload(&upload.uri, &upload.upload_id)
+            .await
+        {
+            // Completed or aborted since it was listed: nothing is left of it either way.
+            Err(e) if no_such_upload(&e) => Ok(()),
+            r => r,
+        }
+    }
+}
+
+/// A store's `send` as [`Operations`], so that [`OperationsExt`]'s typed calls, and their
+/// checks of each reply, serve stores as they serve wires.
+struct Policy<'a, S: ?Sized>(&'a S);
+
+#[async_trait]
+impl<S: ObjectStore + ?Sized> Operations for Policy<'_, S> {
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        self.0.send(req).await
     }
 }
 

@@ -17,30 +17,29 @@
 #![allow(unsafe_code)]
 
 use bytes::BytesMut;
+use sluice_core::settings::{self, Setting};
 
 /// Below this a buffer spans too few pages to matter.
 const MIN_LEN: usize = 4 << 20;
 /// Above this a buffer is not populated up front (about a third of a second of one core).
 const POPULATE_MAX: usize = 1 << 30;
 
-/// A switch read as core reads every `SLUICE_*` boolean; unset or unreadable: `default`.
-pub(crate) fn flag(name: &str, default: bool) -> bool {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| sluice_core::config::parse_bool(v.trim()).ok())
-        .unwrap_or(default)
+/// A switch of the settings table; unset: `default`. A value that does not parse is refused
+/// when the process's client is made (`settings::check`); until then it reads as `default`.
+pub(crate) fn flag(setting: &Setting<bool>, default: bool) -> bool {
+    setting.from_env().ok().flatten().unwrap_or(default)
 }
 
 /// `SLUICE_HUGEPAGES=1` (or on, true, yes) asks for huge pages.
 fn huge_pages() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| flag("SLUICE_HUGEPAGES", false))
+    *ON.get_or_init(|| flag(&settings::HUGEPAGES, false))
 }
 
 /// `SLUICE_POPULATE=0` (or off, false, no) leaves new buffers to fault page by page.
 fn populate() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| flag("SLUICE_POPULATE", true))
+    *ON.get_or_init(|| flag(&settings::POPULATE, true))
 }
 
 /// Prepares a buffer the pool has just allocated.

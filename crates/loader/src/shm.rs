@@ -296,35 +296,29 @@ pub fn pool_alloc<T>(f: impl FnOnce() -> T) -> T {
 }
 
 fn set_up_from_env() {
-    let dir = match std::env::var("SLUICE_SHM_POOL") {
-        Ok(d) if !d.is_empty() && d != "off" && d != "0" => d,
+    use sluice_core::settings::{SHM_POOL, SHM_POOL_SIZE};
+    let dir = match SHM_POOL.from_env() {
+        Ok(Some(d)) if d != "off" && d != "0" => d,
         _ => {
             DISABLED.store(1, Ordering::Relaxed);
             return;
         }
     };
-    let size = match std::env::var("SLUICE_SHM_POOL_SIZE") {
-        Ok(s) => match parse_size(&s) {
-            Some(n) => n,
-            None => {
-                tracing::warn!(value = %s, "SLUICE_SHM_POOL_SIZE is not a size (4G, 4GiB, 512MiB or bytes): shared-memory pool off");
-                DISABLED.store(1, Ordering::Relaxed);
-                return;
-            }
-        },
-        Err(_) => DEFAULT_SIZE,
+    // A size that does not parse is refused when the process's client is made
+    // (`settings::check`); the allocator itself can only go without the pool.
+    let size = match SHM_POOL_SIZE.from_env() {
+        Ok(Some(n)) => usize::try_from(n).unwrap_or(usize::MAX),
+        Ok(None) => DEFAULT_SIZE,
+        Err(e) => {
+            tracing::warn!(error = %e, "shared-memory pool off");
+            DISABLED.store(1, Ordering::Relaxed);
+            return;
+        }
     };
     if let Err(e) = set_up(Path::new(&dir), size) {
         tracing::warn!(dir = %dir, error = %e, "shared-memory pool off");
         DISABLED.store(1, Ordering::Relaxed);
     }
-}
-
-/// `SLUICE_SHM_POOL_SIZE` in the grammar of every size setting (`sluice_core::config::parse_size`:
-/// `4G`, `4GiB`, `512MiB`, bytes).
-fn parse_size(s: &str) -> Option<usize> {
-    let n = sluice_core::config::parse_size(s).ok()?;
-    usize::try_from(n).ok().filter(|n| *n > 0)
 }
 
 /// Claims a free slot file in `dir` for this process and maps up to `size` bytes of it;
@@ -501,19 +495,5 @@ mod tests {
         assert_eq!(c.first_fit(7), None);
         c.set(3, 1, false);
         assert_eq!(c.first_fit(8), Some(2));
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("4GiB"), Some(4 << 30));
-        assert_eq!(parse_size("512MiB"), Some(512 << 20));
-        assert_eq!(parse_size("1048576"), Some(1 << 20));
-        assert_eq!(
-            parse_size("4G"),
-            Some(4 << 30),
-            "as SLUICE_MULTIPART_PART_SIZE reads it"
-        );
-        assert_eq!(parse_size("lots"), None);
-        assert_eq!(parse_size("0"), None);
     }
 }

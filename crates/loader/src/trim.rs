@@ -58,7 +58,7 @@ pub fn start() {
 /// `SLUICE_MALLOC_TRIM=0` (or off, false, no) turns trimming off.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn enabled() -> bool {
-    crate::fresh::flag("SLUICE_MALLOC_TRIM", true)
+    crate::fresh::flag(&sluice_core::settings::MALLOC_TRIM, true)
 }
 
 /// Free bytes in glibc's heaps (every arena), and whether they were handed back: trimmed

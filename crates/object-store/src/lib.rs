@@ -45,6 +45,7 @@ use object_store::{
 };
 use sluice_backend_objectstore::attributes::{from_object_store, to_object_store};
 use sluice_core::Multipart;
+use sluice_core::ObjectStoreExt;
 use sluice_core::listing::ListOptions;
 use sluice_core::wire::UploadedPart;
 use sluice_core::{ByteRange, Error, ListEntry, ObjectUri, Segment, WriteOptions};

@@ -9,6 +9,7 @@ use crate::writer::Writer;
 use futures::TryStreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sluice_core::ObjectStoreExt;
 use sluice_core::{
     ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutMode, PutOptions,
     PutPayload, StoreConfig, WriteOptions,
@@ -536,6 +537,27 @@ pub fn stat<'py>(py: Python<'py>, uri: &str) -> PyResult<Bound<'py, PyDict>> {
 #[pyfunction(name = "endpoint_stats")]
 pub fn default_endpoint_stats(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     endpoint_stats(py, default_client(py)?.get().store.as_ref())
+}
+
+/// Every setting sluice reads (`sluice_core::settings::ALL`), as dicts: `name`, `env` (the
+/// variables, first found wins), `flag` (the CLI's), `python` (the `Client` keyword), `default`
+/// and `doc`; `docs/configuration.md` is the same table.
+#[pyfunction]
+pub fn settings(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    sluice_core::settings::ALL
+        .iter()
+        .map(|s| {
+            let i = s.info();
+            let d = PyDict::new(py);
+            d.set_item("name", i.name)?;
+            d.set_item("env", i.env.to_vec())?;
+            d.set_item("flag", i.flag)?;
+            d.set_item("python", i.python)?;
+            d.set_item("default", i.default)?;
+            d.set_item("doc", i.doc)?;
+            Ok(d)
+        })
+        .collect()
 }
 
 /// What this process's shared buffer pools hold now, as `sluice.BufferPoolStats` dicts: the

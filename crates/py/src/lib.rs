@@ -48,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(logging::_next_log, m)?)?;
     m.add_function(wrap_pyfunction!(client::stat, m)?)?;
     m.add_function(wrap_pyfunction!(client::default_endpoint_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(client::settings, m)?)?;
     m.add_function(wrap_pyfunction!(client::buffer_pools, m)?)?;
     m.add_function(wrap_pyfunction!(client::exists, m)?)?;
     m.add_function(wrap_pyfunction!(client::put, m)?)?;

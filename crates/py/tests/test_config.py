@@ -135,3 +135,26 @@ def test_spawned_dataloader_workers_rebuild_the_client_from_the_config(server, p
         maps, batch_size=None, num_workers=2, multiprocessing_context="spawn"
     )
     assert sorted(tuple(x) for x in dl) == [(u, 2048) for u in uris]
+
+
+def test_the_settings_table_is_what_client_and_config_take():
+    """``sluice.settings()`` is the one table (``docs/configuration.md`` is generated from it):
+    each Python keyword it names is a ``Client`` argument and a ``Config`` field, and each
+    ``Config`` field is a keyword of the table."""
+    import dataclasses
+    import inspect
+
+    table = sluice.settings()
+    keywords = {s["python"] for s in table if s["python"]}
+    assert {"endpoint", "max_attempts", "stall_timeout"} <= keywords
+    client = set(inspect.signature(sluice.Client).parameters) - {"config"}
+    fields = {f.name for f in dataclasses.fields(sluice.Config)}
+    assert keywords == client == fields
+    size = next(s for s in table if "SLUICE_SHM_POOL_SIZE" in s["env"])
+    assert size["default"] == "4 GiB" and size["flag"] is None
+
+
+def test_a_bad_value_in_the_environment_is_an_error_naming_it(monkeypatch, server):
+    monkeypatch.setenv("SLUICE_SHM_POOL_SIZE", "lots")
+    with pytest.raises(ValueError, match=r"SLUICE_SHM_POOL_SIZE.*4GiB.*lots"):
+        sluice.Client(endpoint=server.endpoint)

@@ -18,12 +18,10 @@ pub fn filter(level: Option<&str>, default: &str) -> Result<EnvFilter> {
     if let Some(level) = level {
         return parse("--log-level", &format!("warn,sluice={level}"));
     }
-    for var in ["SLUICE_LOG", "RUST_LOG"] {
-        if let Some(v) = std::env::var(var).ok().filter(|v| !v.trim().is_empty()) {
-            return parse(var, &v);
-        }
+    match sluice_core::settings::LOG.lookup(&|k| std::env::var(k).ok()) {
+        Some((var, v)) => parse(var, &v),
+        None => parse("default", default),
     }
-    parse("default", default)
 }
 
 fn parse(option: &str, spec: &str) -> Result<EnvFilter> {

@@ -5,10 +5,10 @@
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use sluice_backend_fs::FsStore;
-use sluice_core::listing::Upload;
+use sluice_core::wire::{Reply, Request};
 use sluice_core::{
-    Error, GetInfo, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, ObjectWriter,
-    PutInfo, PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
+    Error, GetInfo, GetOptions, ListEntry, ObjectStore, ObjectUri, ObjectWriter, PutInfo,
+    PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
 };
 use std::sync::Arc;
 
@@ -35,11 +35,8 @@ pub fn compiled() -> Vec<&'static str> {
 pub fn choose(explicit: Option<&str>) -> (String, &'static str) {
     match explicit.map(str::trim).filter(|s| !s.is_empty()) {
         Some(n) => (n.to_ascii_lowercase(), "backend"),
-        None => match std::env::var("S3_BACKEND")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-        {
-            Some(n) => (n.trim().to_ascii_lowercase(), "S3_BACKEND"),
+        None => match sluice_core::settings::BACKEND.lookup(&|k| std::env::var(k).ok()) {
+            Some((var, n)) => (n.trim().to_ascii_lowercase(), var),
             None => ("hyper".into(), "backend"),
         },
     }
@@ -101,10 +98,6 @@ impl ObjectStore for SchemeRouter {
         self.s3.expect_requests(requests);
     }
 
-    async fn head(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
-        self.pick(uri).head(uri).await
-    }
-
     async fn get_into_with(
         &self,
         uri: &ObjectUri,
@@ -127,10 +120,6 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).put_opts(uri, data, opts).await
     }
 
-    async fn delete(&self, uri: &ObjectUri) -> Result<()> {
-        self.pick(uri).delete(uri).await
-    }
-
     /// Each run of one scheme goes to its store (the S3 store batches its own).
     async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<sluice_core::Error>> {
         let mut refused = Vec::new();
@@ -140,40 +129,22 @@ impl ObjectStore for SchemeRouter {
         Ok(refused)
     }
 
-    /// Within one store only: between schemes the caller copies through itself.
-    async fn copy(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
-        if from.scheme() != to.scheme() {
-            return Ok(None);
-        }
-        self.pick(to).copy(from, to).await
-    }
-
-    fn list_uploads(&self, prefix: &ObjectUri) -> BoxStream<'_, Result<Upload>> {
-        self.pick(prefix).list_uploads(prefix)
-    }
-
-    async fn abort_upload(&self, upload: &Upload) -> Result<()> {
-        self.pick(&upload.uri).abort_upload(upload).await
-    }
-
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
         self.pick(uri).writer(uri, opts).await
-    }
-
-    async fn list_page(
-        &self,
-        prefix: &ObjectUri,
-        opts: &sluice_core::listing::ListOptions,
-    ) -> Result<sluice_core::listing::ListPage> {
-        self.pick(prefix).list_page(prefix, opts).await
     }
 
     fn multipart(&self, uri: &ObjectUri) -> Option<sluice_core::Multipart> {
         self.pick(uri).multipart(uri)
     }
 
-    /// To the store of the object the request names (an empty batch, to the S3 store).
-    async fn send(&self, req: sluice_core::wire::Request<'_>) -> Result<sluice_core::wire::Reply> {
+    /// To the store of the object the request names (an empty batch, to the S3 store). A
+    /// copy between schemes is the caller's to make, through itself.
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        if let Request::CopyObject { from, to } = &req
+            && from.scheme() != to.scheme()
+        {
+            return Ok(Reply::Copied(None));
+        }
         let store = req.uri().map_or(self.s3.as_ref(), |uri| self.pick(uri));
         store.send(req).await
     }

@@ -1,9 +1,13 @@
 //! The tokio runtime a front end runs its client on, sized by `SLUICE_THREADS`.
 
 /// A multi-threaded runtime for a loader's client: `SLUICE_THREADS` worker threads, else one
-/// per CPU this process may use.
+/// per CPU this process may use. A `SLUICE_THREADS` that is not a positive number is an
+/// `InvalidInput` error naming it.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    runtime_with_threads(default_threads())
+    let threads = sluice_core::settings::THREADS
+        .from_env()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    runtime_with_threads(threads.unwrap_or_else(cpus))
 }
 
 /// A multi-threaded runtime with `threads` worker threads (at least one).
@@ -15,28 +19,16 @@ pub fn runtime_with_threads(threads: usize) -> std::io::Result<tokio::runtime::R
         .build()
 }
 
-/// `SLUICE_THREADS` when it is a positive number, else the CPUs this process may use.
+/// `SLUICE_THREADS` when it is a positive number (a bad value reads as unset here; the
+/// client refuses it), else the CPUs this process may use.
 pub fn default_threads() -> usize {
-    threads_from(std::env::var("SLUICE_THREADS").ok().as_deref())
+    sluice_core::settings::THREADS
+        .from_env()
+        .ok()
+        .flatten()
+        .unwrap_or_else(cpus)
 }
 
-fn threads_from(setting: Option<&str>) -> usize {
-    setting
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|n: &usize| *n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sluice_threads_counts_only_when_positive() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        assert_eq!(threads_from(Some(" 3 ")), 3);
-        assert_eq!(threads_from(Some("0")), cpus);
-        assert_eq!(threads_from(Some("many")), cpus);
-        assert_eq!(threads_from(None), cpus);
-    }
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

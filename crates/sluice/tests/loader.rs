@@ -433,8 +433,11 @@ impl ObjectStore for Hostile {
     fn backend(&self) -> &'static str {
         "hostile"
     }
-    async fn head(&self, _: &ObjectUri) -> sluice_core::Result<sluice_core::ObjectMeta> {
-        unreachable!("the loader sends no HEAD")
+    async fn send(
+        &self,
+        req: sluice_core::wire::Request<'_>,
+    ) -> sluice_core::Result<sluice_core::wire::Reply> {
+        unreachable!("the loader sends only GETs, not {}", req.name())
     }
     async fn get_into_with(
         &self,
@@ -467,9 +470,6 @@ impl ObjectStore for Hostile {
         _: sluice_core::PutPayload,
         _: &sluice_core::PutOptions,
     ) -> sluice_core::Result<sluice_core::PutInfo> {
-        unreachable!()
-    }
-    async fn delete(&self, _: &ObjectUri) -> sluice_core::Result<()> {
         unreachable!()
     }
     async fn writer(
@@ -564,8 +564,11 @@ impl ObjectStore for MeasuredGets {
     fn backend(&self) -> &'static str {
         self.inner.backend()
     }
-    async fn head(&self, uri: &ObjectUri) -> sluice_core::Result<sluice_core::ObjectMeta> {
-        self.inner.head(uri).await
+    async fn send(
+        &self,
+        req: sluice_core::wire::Request<'_>,
+    ) -> sluice_core::Result<sluice_core::wire::Reply> {
+        self.inner.send(req).await
     }
     async fn get_into_with(
         &self,
@@ -599,9 +602,6 @@ impl ObjectStore for MeasuredGets {
         opts: &sluice_core::PutOptions,
     ) -> sluice_core::Result<sluice_core::PutInfo> {
         self.inner.put_opts(uri, data, opts).await
-    }
-    async fn delete(&self, uri: &ObjectUri) -> sluice_core::Result<()> {
-        self.inner.delete(uri).await
     }
     async fn writer(
         &self,

@@ -183,7 +183,7 @@ pub enum Request<'a> {
         uris: &'a [ObjectUri],
     },
     /// CopyObject: the server makes `to` a copy of `from`. [`Reply::Copied`], `None` where
-    /// this client stack cannot ask for this copy (see `ObjectStore::copy`).
+    /// this client stack cannot ask for this copy (see `ObjectStoreExt::copy`).
     CopyObject {
         /// The source.
         from: &'a ObjectUri,

@@ -35,6 +35,7 @@ from ._native import (
     list,
     list_objects,
     put,
+    settings,
     stat,
     writer,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "BufferPoolStats",
     "delete",
     "endpoint_stats",
+    "settings",
     "exists",
     "get",
     "get_many",
