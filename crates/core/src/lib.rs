@@ -12,6 +12,7 @@ pub mod config;
 mod congestion;
 mod credentials;
 pub mod error;
+mod in_flight;
 pub mod listing;
 mod multipart;
 mod object;

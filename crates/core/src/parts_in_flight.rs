@@ -47,6 +47,7 @@
 //! for places in turn. A number set by the user
 //! (`SLUICE_PARTS_IN_FLIGHT`, `max_in_flight=`) is a window of its writer's own, held as set.
 
+use crate::in_flight::InFlight;
 use crate::part_buffers::PartBuffers;
 use crate::upload::PART_CONCURRENCY;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -197,10 +198,10 @@ struct PartsInFlight {
     memory: Option<u64>,
     phase: Phase,
     round: Round,
-    /// Parts in flight now, their bytes, and since when.
-    in_flight: usize,
+    /// Parts in flight over time (the round's average is what it is judged by), and their
+    /// bytes now.
+    flight: InFlight,
     bytes_in_flight: u64,
-    changed: Instant,
 }
 
 /// Which round's cohort a part belongs to, if any: what its answer counts in.
@@ -245,9 +246,6 @@ struct Round {
     size: usize,
     /// Parts of the cohort sent so far.
     sent: usize,
-    started: Instant,
-    /// Parts in flight integrated over the round's time (part-seconds).
-    area: f64,
     answers: usize,
     /// Parts of the cohort that left unanswered (failed, cancelled).
     lost: usize,
@@ -257,13 +255,11 @@ struct Round {
 }
 
 impl Round {
-    fn new(id: u32, size: usize, now: Instant) -> Self {
+    fn new(id: u32, size: usize) -> Self {
         Self {
             id,
             size,
             sent: 0,
-            started: now,
-            area: 0.0,
             answers: 0,
             lost: 0,
             bytes: 0,
@@ -291,26 +287,17 @@ impl PartsInFlight {
             limit,
             memory,
             phase,
-            round: Round::new(0, limit.max(MIN_ROUND), now),
-            in_flight: 0,
+            round: Round::new(0, limit.max(MIN_ROUND)),
+            flight: InFlight::new(now),
             bytes_in_flight: 0,
-            changed: now,
         }
     }
 
     /// A new round from `now`, of the current limit.
     fn next_round(&mut self, now: Instant) {
         let id = self.round.id.wrapping_add(1);
-        self.round = Round::new(id, self.limit.max(MIN_ROUND), now);
-    }
-
-    /// Parts in flight change at `now`: the time since the last change is counted at the old
-    /// number.
-    fn step(&mut self, now: Instant, by: isize) {
-        let since = now.saturating_duration_since(self.changed).as_secs_f64();
-        self.round.area += self.in_flight as f64 * since;
-        self.in_flight = self.in_flight.saturating_add_signed(by);
-        self.changed = now;
+        self.round = Round::new(id, self.limit.max(MIN_ROUND));
+        self.flight.restart(now);
     }
 
     /// Parts allowed in flight now.
@@ -325,14 +312,13 @@ impl PartsInFlight {
     /// search that held goes on up from its limit: the store may have become faster since
     /// (it never goes below where it held).
     fn begin(&mut self, now: Instant) {
-        if self.memory.is_none() || self.in_flight > 0 {
+        if self.memory.is_none() || self.flight.count() > 0 {
             return;
         }
         if self.phase == Phase::Hold {
             self.phase = Phase::RESUME;
         }
         self.next_round(now);
-        self.changed = now;
     }
 
     /// A part of `bytes` is sent at `now` if the window has a place for it: its stamp, to
@@ -340,22 +326,20 @@ impl PartsInFlight {
     fn try_send(&mut self, bytes: u64, now: Instant) -> Option<Stamp> {
         // [`PART_CONCURRENCY`] parts go whatever their size, as every upload sent before the
         // window was shared: parts of 256 MiB would otherwise go two at a time.
-        let fits = self
-            .memory
-            .is_none_or(|m| self.in_flight < PART_CONCURRENCY || self.bytes_in_flight + bytes <= m);
-        if self.in_flight >= self.limit || !fits {
+        let fits = self.memory.is_none_or(|m| {
+            self.flight.count() < PART_CONCURRENCY || self.bytes_in_flight + bytes <= m
+        });
+        if self.flight.count() >= self.limit || !fits {
             return None;
         }
         let in_cohort = self.phase != Phase::Hold && self.round.sent < self.round.size;
         if in_cohort && self.round.sent == 0 {
             // The round's time is its cohort's: after a halving, the parts sent under the
             // limit before drain first, and would count as this limit's.
-            self.round.started = now;
-            self.round.area = 0.0;
-            self.changed = now;
+            self.flight.restart(now);
         }
         self.round.sent += usize::from(in_cohort);
-        self.step(now, 1);
+        self.flight.step(now, 1);
         self.bytes_in_flight += bytes;
         Some(in_cohort.then_some(self.round.id))
     }
@@ -376,7 +360,7 @@ impl PartsInFlight {
     }
 
     fn leave(&mut self, bytes: u64, now: Instant) {
-        self.step(now, -1);
+        self.flight.step(now, -1);
         self.bytes_in_flight = self.bytes_in_flight.saturating_sub(bytes);
     }
 
@@ -399,18 +383,20 @@ impl PartsInFlight {
         if r.answers + r.lost < r.size {
             return;
         }
+        let in_flight = self.flight.average(now);
         self.next_round(now);
-        let elapsed = now.saturating_duration_since(r.started).as_secs_f64();
         if r.lost > 0 {
             // Parts failed or were cancelled: the answers left are the fast ones, the bias
             // the cohort is there to avoid.
             return;
         }
-        if !r.producer_waited || r.answers == 0 || r.took.is_zero() || elapsed == 0.0 {
+        let Some(in_flight) = in_flight else {
+            return;
+        };
+        if !r.producer_waited || r.answers == 0 || r.took.is_zero() {
             // The producers were the bound: this round says nothing about more parts.
             return;
         }
-        let in_flight = r.area / elapsed;
         let mean_took = r.took.as_secs_f64() / r.answers as f64;
         let part = r.bytes as f64 / r.answers as f64;
         let rate = in_flight / mean_took * part;
@@ -482,19 +468,19 @@ mod tests {
     /// sent)`, with a producer that has a part ready whenever there is a place.
     fn run(p: &mut PartsInFlight, parts: usize, took_at: impl Fn(usize) -> Duration) {
         // From the window's last event on.
-        let mut now = p.changed;
+        let mut now = p.flight.changed();
         // (answered at, took, stamp)
         let mut flying: Vec<(Instant, Duration, Stamp)> = Vec::new();
         // Parts in flight not sent here (a test's own) take places too.
         for _ in 0..parts {
-            if p.in_flight >= p.limit() {
+            if p.flight.count() >= p.limit() {
                 p.producer_waited();
                 flying.sort_by_key(|f| std::cmp::Reverse(f.0));
                 let (at, took, stamp) = flying.pop().unwrap();
                 now = at;
                 p.answered(stamp, PART, took, now);
             }
-            while p.in_flight < p.limit() {
+            while p.flight.count() < p.limit() {
                 let took = took_at(p.limit());
                 let stamp = p.try_send(PART, now).expect("a place below the limit");
                 flying.push((now + took, took, stamp));
@@ -554,7 +540,7 @@ mod tests {
     #[test]
     fn a_slow_producer_or_parts_outside_the_cohort_change_nothing() {
         let mut p = PartsInFlight::adaptive(64 * PART);
-        let mut now = p.changed;
+        let mut now = p.flight.changed();
         for _ in 0..4 {
             // Never waited: the producer is the bound.
             for _ in 0..8 {
@@ -566,13 +552,13 @@ mod tests {
         assert_eq!(p.limit(), 4);
         run(&mut p, 12, |_| Duration::from_millis(10));
         assert_eq!(p.limit(), 8);
-        while p.in_flight > 0 {
-            p.leave(PART, p.changed);
+        while p.flight.count() > 0 {
+            p.leave(PART, p.flight.changed());
         }
-        p.begin(p.changed);
+        p.begin(p.flight.changed());
         // The round at 8: its cohort sent, all but one answered; parts sent after it, answered
         // fast, do not end it.
-        let (round, mut now) = (p.round.id, p.changed);
+        let (round, mut now) = (p.round.id, p.flight.changed());
         let cohort: Vec<_> = (0..8).map(|_| p.try_send(PART, now).unwrap()).collect();
         assert!(cohort.iter().all(|s| *s == Some(round)));
         p.producer_waited();
@@ -627,7 +613,7 @@ mod tests {
         // Three of four answered fast, one failed: judged, the three would say 4 parts
         // carry far more than they do.
         let mut p = PartsInFlight::adaptive(64 * PART);
-        let mut now = p.changed;
+        let mut now = p.flight.changed();
         let stamps: Vec<_> = (0..4).map(|_| p.try_send(PART, now).unwrap()).collect();
         p.producer_waited();
         let round = p.round.id;
@@ -651,22 +637,22 @@ mod tests {
         run(&mut p, 400, busy);
         assert_eq!(p.limit(), 8);
         // One beginning while parts are in flight joins the window as it is.
-        p.begin(p.changed);
+        p.begin(p.flight.changed());
         assert_eq!(p.phase, Phase::Hold);
         let land = |p: &mut PartsInFlight| {
-            while p.in_flight > 0 {
-                p.leave(PART, p.changed);
+            while p.flight.count() > 0 {
+                p.leave(PART, p.flight.changed());
             }
         };
         land(&mut p);
         // The store as busy: the next search tries 16, and comes back to 8, not below.
-        p.begin(p.changed);
+        p.begin(p.flight.changed());
         assert_eq!(p.limit(), 8);
         run(&mut p, 400, busy);
         assert_eq!((p.limit(), p.phase), (8, Phase::Hold));
         land(&mut p);
         // Now each part takes as long however many are in flight: it climbs.
-        p.begin(p.changed);
+        p.begin(p.flight.changed());
         run(&mut p, 400, |_| Duration::from_millis(240));
         assert_eq!(p.limit(), 64);
     }
@@ -742,7 +728,7 @@ mod tests {
             .await
             .expect("the place was freed")
             .unwrap();
-        assert_eq!(window.state().in_flight, 0);
+        assert_eq!(window.state().flight.count(), 0);
         assert_eq!(window.state().bytes_in_flight, 0);
     }
 }
