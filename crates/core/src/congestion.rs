@@ -31,12 +31,14 @@
 //!   on from the start when it was needed. A short job under latency is done in the round
 //!   trips its requests need; one on loopback comes down to what it needs. A throttle during
 //!   that search falls to [`ADAPTIVE_START`] at once: one round of overshoot at most.
-//! - **a change of work starts the search again**: a round of one kind judged after the
-//!   phase's rates were measured on another (reads of bytes, of metadata, writes; [`Kind`],
-//!   ≥ 90% of a round's answers) is taken as the base of a new slow start from the limit,
-//!   and judged quickly like one: a store saturated by a checkpoint's writes at 16
-//!   requests may serve its reads best at 128. After metadata, whose requests wait on
-//!   latency alone, the new search starts from [`ADAPTIVE_START`] instead.
+//! - **one limiter per kind** ([`Kind`]: reads of bytes, reads of metadata, writes), all
+//!   under the client's cap (`max_connections`): S3 rates GET/HEAD and PUT/COPY/DELETE per
+//!   prefix apart, and a store pays differently for each, so each kind searches its own
+//!   limit on its own answers. A store saturated by a checkpoint's writes at 16 requests may
+//!   serve its reads best at 128; a burst of HEADs (which wait on latency alone) does not
+//!   draw the reads' limit to the cap; and a round of one kind is never judged against
+//!   rates measured on another. Each limiter is the algorithm ([`judge`], a function of a
+//!   round's rate) apart from its gate (`Limiter`: the permits, the pause at one request).
 //! - **hold and probe**: after [`PROBE_EVERY`] rounds at the limit, it tries a quarter more
 //!   and keeps it only if the rate rose by a tenth. A rate below half the held one means the
 //!   store's latency rose: slow start again from the limit; above twice, that it fell: slow
@@ -60,12 +62,15 @@
 //! throttles. Not-found, refusals and other answers change nothing: they say nothing about
 //! load.
 //!
-//! The limit is a semaphore's permits, so a freed place wakes one waiter, not all of them:
+//! Each limit is a semaphore's permits, so a freed place wakes one waiter, not all of them:
 //! a cut forgets idle permits and owes the rest, paid as requests in flight return theirs.
+//! The cap is one more semaphore, which every request of every kind holds a place of.
 
 use crate::error::{ErrorKind, Result};
+use crate::in_flight::InFlight;
 use crate::retry::RetryPolicy;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
@@ -81,21 +86,9 @@ pub(crate) const PROBE_EVERY: u32 = 8;
 /// early by ±[`ROUND_ERROR`].
 const SLOW_START_GAIN: f64 = 1.25;
 /// Share of the limit a client must have kept in flight, on average over a round, for the
-/// round to judge the limit: below it the application, not the store, set the rate. A
-/// round that mixed a checkpoint's write at 16 parts under a limit of 32 with its read at
-/// 32 (75% full) judged 32 no faster than 16, and held the read at 16.
+/// round to judge the limit: below it the application, not the store, set the rate (a
+/// round that spans the end of one job and the start of the next, half full, says nothing).
 const FULL: f64 = 0.9;
-/// Share of a round's answers of one [`Kind`] for the round to be of that kind.
-const ONE_KIND: f64 = 0.9;
-/// Answers of the other kind in a row, in a round of one kind, that end the round then and
-/// there: the work changed kind (a checkpoint's read after its write). The round in progress
-/// would otherwise mix the two and, being of neither kind, take `4 × limit` answers before
-/// the search could start again: a checkpoint's read held at the write's limit for half its
-/// length (docs/benchmarks.md, "Why the defaults"). A stray request of the other kind (a HEAD
-/// among writes) is one in a row, and an even mix makes no round of one kind. A round begun
-/// at a change is not ended by the next: work that changes kind in bursts still has rounds
-/// that end.
-const SWITCH: u64 = 8;
 /// Standard errors (of the round's mean answer time: `Round::error`) by which a doubling's
 /// gain must clear [`SLOW_START_GAIN`] to be kept after one limit of answers rather than
 /// `4 × limit`. A latency-bound store answers a doubling with about twice the rate, which
@@ -144,7 +137,7 @@ const MIN_ROUND_TIME: std::time::Duration = std::time::Duration::from_millis(50)
 /// one says little about the other. A GET's body is also told from the answers that carry
 /// only metadata (HEAD, LIST): a HEAD answers a hundredth of a ranged GET's bytes in about
 /// its time, so rounds of the two compared by bytes per second would mislead the client's
-/// controller (`congestion`).
+/// controller (`congestion`). Each kind has a limiter of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// GET of an object's bytes.
@@ -153,6 +146,10 @@ pub enum Kind {
     Meta,
     /// PUT, COPY, DELETE, and a multipart upload's create, parts, complete and abort.
     Write,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Read, Kind::Meta, Kind::Write];
 }
 
 /// How a client's requests in flight are set (module docs).
@@ -189,15 +186,9 @@ struct Round {
     answers: u64,
     /// The counted answers' bytes, each with `ANSWER_BYTES` more: what the rate is of.
     work: f64,
-    /// Counted answers of each kind (`Kind as usize`).
-    kinds: [u64; 3],
     /// Sum and sum of squares of the counted answers' times, in seconds.
     took: f64,
     took_sq: f64,
-    /// Requests in flight integrated over the round's time (request-seconds).
-    area: f64,
-    /// Begun at a change of kind (`SWITCH`): the next change does not end it.
-    switched: bool,
 }
 
 impl Round {
@@ -207,20 +198,16 @@ impl Round {
             started: now,
             answers: 0,
             work: 0.0,
-            kinds: [0; 3],
             took: 0.0,
             took_sq: 0.0,
-            area: 0.0,
-            switched: false,
         }
     }
 
-    /// Counts an answer to a request of `kind` that took `took` and brought `bytes`.
-    fn count(&mut self, took: std::time::Duration, kind: Kind, bytes: u64) {
+    /// Counts an answer that took `took` and brought `bytes`.
+    fn count(&mut self, took: std::time::Duration, bytes: u64) {
         let t = took.as_secs_f64();
         self.answers += 1;
         self.work += bytes as f64 + ANSWER_BYTES;
-        self.kinds[kind as usize] += 1;
         self.took += t;
         self.took_sq += t * t;
     }
@@ -235,18 +222,6 @@ impl Round {
         let mean = self.took / n;
         let var = ((self.took_sq - n * mean * mean) / (n - 1.0)).max(0.0);
         (var / n).sqrt() / mean
-    }
-
-    /// The kind of nine in ten of the answers counted, if one is.
-    fn kind(&self) -> Option<Kind> {
-        let share = |n: u64| n as f64 >= ONE_KIND * self.answers as f64;
-        match () {
-            _ if self.answers == 0 => None,
-            _ if share(self.kinds[Kind::Write as usize]) => Some(Kind::Write),
-            _ if share(self.kinds[Kind::Meta as usize]) => Some(Kind::Meta),
-            _ if share(self.kinds[Kind::Read as usize]) => Some(Kind::Read),
-            _ => None,
-        }
     }
 
     /// Whether enough answers are counted to judge a `limit`: `4 × limit`, or `limit` known
@@ -269,9 +244,8 @@ struct State {
     /// Permits in circulation, and those owed back (a cut below what is in use).
     issued: usize,
     debt: usize,
-    in_flight: usize,
-    /// When `in_flight` last changed.
-    changed: Instant,
+    /// Requests of this kind in flight over the round's time (`FULL`).
+    flight: InFlight,
     last_cut: Option<Instant>,
     throttles_in_a_row: u32,
     gate: Option<Instant>,
@@ -288,20 +262,6 @@ struct State {
     judged_error: f64,
     /// The last decision about the limit (`CongestionStats::last`).
     last: Option<Decision>,
-    /// The kind of requests the phase's rates were measured on, when one kind.
-    judged_on: Option<Kind>,
-    /// The last answers of one kind in a row.
-    run: Run,
-}
-
-/// Answers of one kind in a row (`SWITCH`).
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    kind: Kind,
-    len: u64,
-    /// The kind of the round the run began in, if it was of one kind and had not itself
-    /// begun at a change; `None` too once that round is over.
-    against: Option<Kind>,
 }
 
 impl State {
@@ -309,20 +269,128 @@ impl State {
         (self.limit as usize).clamp(1, max)
     }
 
-    /// Requests in flight change by `by` at `now`: the time since the last change counts at
-    /// the old number.
-    fn step(&mut self, now: Instant, by: isize) {
-        let since = now.saturating_duration_since(self.changed).as_secs_f64();
-        self.round.area += self.in_flight as f64 * since;
-        self.in_flight = self.in_flight.saturating_add_signed(by);
-        self.changed = now;
-    }
-
     fn set_limit(&mut self, limit: f64, max: usize, now: Instant) {
         self.limit = limit.clamp(1.0, max as f64);
         self.round = Round::new(self.allowed(max), now);
-        self.run.against = None;
     }
+}
+
+/// The search's verdict on a round judged at `limit` that read at `rate` (module docs): the
+/// next limit and phase. `max` is the cap. The whole algorithm of a limiter, apart from its
+/// gate and its rounds: a function of a sample, as Netflix's `Limit.onSample` is.
+fn judge(phase: Phase, limit: f64, rate: f64, max: f64) -> (f64, Phase) {
+    let hold = |rate| Phase::Hold { rounds: 0, rate };
+    match phase {
+        Phase::SlowStart {
+            base: Some((from, was)),
+        } if rate < was * SLOW_START_GAIN => (from, hold(was)),
+        // Twice as many paid: the limit above was needed, and more may be.
+        Phase::FromAbove {
+            base: Some((from, was)),
+        } if was >= rate * SLOW_START_GAIN => {
+            if from >= max {
+                (from, hold(was))
+            } else {
+                let base = Some((from, was));
+                ((from * 2.0).min(max), Phase::SlowStart { base })
+            }
+        }
+        Phase::FromAbove { .. } if limit / 2.0 >= ADAPTIVE_START as f64 => {
+            let base = Some((limit, rate));
+            (limit / 2.0, Phase::FromAbove { base })
+        }
+        Phase::FromAbove { .. } => (limit, hold(rate)),
+        Phase::SlowStart { .. } if limit >= max => (limit, hold(rate)),
+        Phase::SlowStart { .. } => {
+            let base = Some((limit, rate));
+            (limit * 2.0, Phase::SlowStart { base })
+        }
+        Phase::Probe { from: _, rate: was } if rate >= was * PROBE_GAIN => (limit, hold(rate)),
+        Phase::Probe { from, rate: was } => (from, hold(was)),
+        Phase::Hold { rate: held, .. } if rate < held * CHANGED => {
+            // This round straddled the change: no base to judge the next one by.
+            ((limit * 2.0).min(max), Phase::SlowStart { base: None })
+        }
+        Phase::Hold { rate: held, .. } if rate > held / CHANGED => {
+            // Faster at the same limit: latency fell, so fewer may do; search again.
+            (ADAPTIVE_START as f64, Phase::SlowStart { base: None })
+        }
+        Phase::Hold { rounds, .. } if rounds + 1 >= PROBE_EVERY && limit < max => {
+            let more = (limit * 1.25).max(limit + 1.0);
+            (more, Phase::Probe { from: limit, rate })
+        }
+        Phase::Hold { rounds, .. } => (
+            limit,
+            Phase::Hold {
+                rounds: rounds + 1,
+                rate,
+            },
+        ),
+    }
+}
+
+/// What `judge` decided, as `sluice bench` prints it: from `judged` at `was` requests to
+/// `phase` at `now_at`, on a round that read at `rate`. `None`: nothing worth telling.
+fn decision(judged: Phase, phase: Phase, was: usize, now_at: usize, rate: f64) -> Option<Decision> {
+    let gain = |before: f64| (100.0 * rate / before.max(f64::MIN_POSITIVE)).round() as u32;
+    let loss = |above: f64| (100.0 * above / rate.max(f64::MIN_POSITIVE)).round() as u32;
+    Some(match (judged, phase) {
+        (Phase::SlowStart { base }, Phase::SlowStart { .. }) if now_at > was => Decision::Doubled {
+            to: now_at,
+            gain: base.map(|(_, before)| gain(before)),
+        },
+        (
+            Phase::SlowStart {
+                base: Some((_, before)),
+            },
+            Phase::Hold { .. },
+        ) if now_at < was => Decision::Held {
+            at: now_at,
+            tried: was,
+            gain: gain(before),
+        },
+        (Phase::SlowStart { .. }, Phase::Hold { .. }) => Decision::Capped { at: now_at },
+        (
+            Phase::FromAbove {
+                base: Some((from, above)),
+            },
+            _,
+        ) if now_at <= was => Decision::Halved {
+            to: now_at,
+            tried: from as usize,
+            gain: loss(above),
+        },
+        (
+            Phase::FromAbove {
+                base: Some((_, above)),
+            },
+            Phase::SlowStart { .. },
+        ) => Decision::Doubled {
+            to: now_at,
+            gain: Some(loss(above)),
+        },
+        (
+            Phase::FromAbove {
+                base: Some((_, above)),
+            },
+            Phase::Hold { .. },
+        ) => Decision::Held {
+            at: now_at,
+            tried: was,
+            gain: gain(above),
+        },
+        (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) if now_at < was => Decision::Held {
+            at: now_at,
+            tried: was,
+            gain: gain(before),
+        },
+        (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) => Decision::Probed {
+            at: now_at,
+            gain: gain(before),
+        },
+        (Phase::Hold { .. }, Phase::SlowStart { .. }) => Decision::Restarted { at: now_at },
+        _ => return None,
+    })
 }
 
 /// How an attempt ended, as far as the controller cares.
@@ -405,7 +473,7 @@ pub enum Decision {
         /// The cap.
         at: usize,
     },
-    /// The store's latency or the kind of work changed: the search started again.
+    /// The store's latency changed: the search started again.
     Restarted {
         /// Where it starts.
         at: usize,
@@ -447,19 +515,85 @@ impl std::fmt::Display for Decision {
             ),
             Decision::Capped { at } => write!(f, "at the cap, {at}"),
             Decision::Restarted { at } => {
-                write!(
-                    f,
-                    "search restarted at {at}: the latency or the kind of work changed"
-                )
+                write!(f, "search restarted at {at}: the store's latency changed")
             }
             Decision::Cut { to } => write!(f, "cut to {to}: the store throttled or failed"),
         }
     }
 }
 
-/// The controller of one client (module docs).
+/// The controller of one client (module docs): a limiter per [`Kind`] under the client's cap.
 #[derive(Debug)]
 pub(crate) struct Congestion {
+    /// One place per request in flight, of any kind (`max_connections`).
+    cap: Semaphore,
+    limiters: [Limiter; 3],
+    /// The kind of the last answer: the limiter `stats` reports, the work going on now.
+    current: AtomicUsize,
+}
+
+impl Congestion {
+    /// At most `max` requests in flight (at least one), found at run time per kind or fixed
+    /// (`mode`); the gate's backoff follows `policy`.
+    pub(crate) fn new(max: usize, mode: Concurrency, policy: RetryPolicy) -> Self {
+        let max = max.max(1);
+        Self {
+            cap: Semaphore::new(max),
+            limiters: Kind::ALL.map(|_| Limiter::new(max, mode, policy)),
+            current: AtomicUsize::new(Kind::Read as usize),
+        }
+    }
+
+    /// Waits until a request of `kind` may be sent: its kind's gate is open, fewer than its
+    /// kind's limit are in flight, and fewer than the cap of all kinds.
+    pub(crate) async fn acquire(&self, kind: Kind) -> Permit<'_> {
+        let limiter = &self.limiters[kind as usize];
+        loop {
+            let gate = limiter.state.lock().unwrap().gate;
+            if let Some(until) = gate.filter(|g| *g > Instant::now()) {
+                tokio::time::sleep_until(until).await;
+                continue;
+            }
+            let permit = limiter.permits.acquire().await.expect("never closed");
+            let cap = self.cap.acquire().await.expect("never closed");
+            let mut s = limiter.state.lock().unwrap();
+            let now = Instant::now();
+            if s.gate.is_some_and(|g| g > now) {
+                // Closed while this request waited: it waits for the gate too.
+                continue;
+            }
+            s.flight.step(now.into_std(), 1);
+            return Permit {
+                owner: self,
+                kind,
+                permit: Some((permit, cap)),
+                sent: now,
+                bytes: 0,
+            };
+        }
+    }
+
+    /// The job has `requests` reads ready to send at once (its objects' requests, as many as
+    /// its memory holds): a fresh search of the reads' limit starts there
+    /// ([`Limiter::expect_requests`]).
+    pub(crate) fn expect_requests(&self, requests: usize) {
+        self.limiters[Kind::Read as usize].expect_requests(requests);
+    }
+
+    /// The limit of the work going on now (the kind of the last answer), what set it, and the
+    /// throttles and cuts of every kind.
+    pub(crate) fn stats(&self) -> CongestionStats {
+        let kind = self.current.load(Ordering::Relaxed);
+        let mut stats = self.limiters[kind].stats();
+        let all = self.limiters.iter().map(Limiter::stats);
+        (stats.throttled, stats.cuts) = all.fold((0, 0), |(t, c), s| (t + s.throttled, c + s.cuts));
+        stats
+    }
+}
+
+/// The limit of one kind of request (module docs): its permits, its gate and its search.
+#[derive(Debug)]
+struct Limiter {
     max: usize,
     mode: Concurrency,
     policy: RetryPolicy,
@@ -467,11 +601,8 @@ pub(crate) struct Congestion {
     state: Mutex<State>,
 }
 
-impl Congestion {
-    /// At most `max` requests in flight (at least one), found at run time or fixed (`mode`);
-    /// the gate's backoff follows `policy`.
-    pub(crate) fn new(max: usize, mode: Concurrency, policy: RetryPolicy) -> Self {
-        let max = max.max(1);
+impl Limiter {
+    fn new(max: usize, mode: Concurrency, policy: RetryPolicy) -> Self {
         let (start, phase) = match mode {
             Concurrency::Adaptive => (ADAPTIVE_START.min(max), Phase::SlowStart { base: None }),
             Concurrency::Fixed => (
@@ -482,6 +613,7 @@ impl Congestion {
                 },
             ),
         };
+        let now = Instant::now();
         Self {
             max,
             mode,
@@ -492,67 +624,31 @@ impl Congestion {
                 ceiling: start as f64,
                 issued: start,
                 debt: 0,
-                in_flight: 0,
-                changed: Instant::now(),
+                flight: InFlight::new(now.into_std()),
                 last_cut: None,
                 throttles_in_a_row: 0,
                 gate: None,
                 throttled: 0,
                 cuts: 0,
                 phase,
-                round: Round::new(start, Instant::now()),
+                round: Round::new(start, now),
                 rate: 0.0,
                 answer_rate: 0.0,
                 judged_error: 0.0,
                 last: None,
-                judged_on: None,
-                run: Run {
-                    kind: Kind::Read,
-                    len: 0,
-                    against: None,
-                },
             }),
         }
     }
 
-    /// Waits until a request of `kind` may be sent: the gate is open and fewer than the limit
-    /// are in flight.
-    pub(crate) async fn acquire(&self, kind: Kind) -> Permit<'_> {
-        loop {
-            let gate = self.state.lock().unwrap().gate;
-            if let Some(until) = gate.filter(|g| *g > Instant::now()) {
-                tokio::time::sleep_until(until).await;
-                continue;
-            }
-            let permit = self.permits.acquire().await.expect("never closed");
-            let mut s = self.state.lock().unwrap();
-            let now = Instant::now();
-            if s.gate.is_some_and(|g| g > now) {
-                // Closed while this request waited: it waits for the gate too.
-                continue;
-            }
-            s.step(now, 1);
-            return Permit {
-                owner: self,
-                kind,
-                permit: Some(permit),
-                sent: Instant::now(),
-                bytes: 0,
-            };
-        }
-    }
-
-    /// The job has `requests` ready to send at once (its objects' requests, as many as its
-    /// memory holds). A fresh adaptive search starts there, up to `max_connections`, instead
-    /// of at [`ADAPTIVE_START`], and halves while half as many read about as fast
-    /// ([`Phase::FromAbove`]): a short job under latency is done in the round trips its
-    /// requests need rather than in the doublings up to them, and a store that is as fast
-    /// with fewer (loopback) is searched down to them. Fewer than twice the start, or a
-    /// search already under way, change nothing.
-    pub(crate) fn expect_requests(&self, requests: usize) {
+    /// The job has `requests` ready to send at once. A fresh adaptive search starts there,
+    /// up to `max_connections`, instead of at [`ADAPTIVE_START`], and halves while half as
+    /// many read about as fast ([`Phase::FromAbove`]): a short job under latency is done in
+    /// the round trips its requests need rather than in the doublings up to them, and a store
+    /// that is as fast with fewer (loopback) is searched down to them. Fewer than twice the
+    /// start, or a search already under way, change nothing.
+    fn expect_requests(&self, requests: usize) {
         let mut s = self.state.lock().unwrap();
-        let fresh =
-            s.phase == Phase::SlowStart { base: None } && s.last.is_none() && s.judged_on.is_none();
+        let fresh = s.phase == Phase::SlowStart { base: None } && s.last.is_none();
         let start = requests.min(self.max);
         if self.mode != Concurrency::Adaptive
             || !fresh
@@ -569,8 +665,7 @@ impl Congestion {
         self.resize(&mut s, start);
     }
 
-    /// The limit now and what set it.
-    pub(crate) fn stats(&self) -> CongestionStats {
+    fn stats(&self) -> CongestionStats {
         let s = self.state.lock().unwrap();
         CongestionStats {
             limit: s.allowed(self.max),
@@ -583,16 +678,11 @@ impl Congestion {
         }
     }
 
-    /// Records the outcome of a request of `kind` sent at `sent` whose answer brought `bytes`.
-    fn record(
-        &self,
-        permit: SemaphorePermit<'_>,
-        (sent, kind, bytes): (Instant, Kind, u64),
-        outcome: Outcome,
-    ) {
+    /// Records the outcome of a request sent at `sent` whose answer brought `bytes`.
+    fn record(&self, permit: SemaphorePermit<'_>, (sent, bytes): (Instant, u64), outcome: Outcome) {
         let mut s = self.state.lock().unwrap();
         let now = Instant::now();
-        s.step(now, -1);
+        s.flight.step(now.into_std(), -1);
         let before = s.allowed(self.max);
         match outcome {
             Outcome::Throttled | Outcome::Failed => {
@@ -636,7 +726,7 @@ impl Congestion {
                     s.limit = (s.limit + 1.0 / s.limit).min(s.ceiling);
                 } else if self.mode == Concurrency::Adaptive {
                     let took = now.saturating_duration_since(sent);
-                    self.count_answer(&mut s, now, took, kind, bytes);
+                    self.count_answer(&mut s, now, took, bytes);
                 }
             }
             Outcome::Other => {}
@@ -656,51 +746,24 @@ impl Congestion {
         }
     }
 
-    /// Counts one answer to the round; at the round's end, judges the limit (module docs).
-    fn count_answer(
-        &self,
-        s: &mut State,
-        now: Instant,
-        took: std::time::Duration,
-        kind: Kind,
-        bytes: u64,
-    ) {
+    /// Counts one answer to the round; at the round's end, judges the limit (`judge`).
+    fn count_answer(&self, s: &mut State, now: Instant, took: std::time::Duration, bytes: u64) {
         if s.round.settle > 0 {
             s.round.settle -= 1;
             if s.round.settle == 0 {
                 s.round.started = now;
-                s.round.area = 0.0;
+                s.flight.restart(now.into_std());
             }
             return;
         }
-        if s.run.kind == kind {
-            s.run.len += 1;
-        } else {
-            let against = s.round.kind().filter(|_| !s.round.switched);
-            s.run = Run {
-                kind,
-                len: 1,
-                against,
-            };
-        }
-        if s.run.len == SWITCH && s.run.against.is_some_and(|k| k != kind) {
-            // The work changed kind: a round of the new kind from here.
-            s.round = Round::new(0, now);
-            s.round.switched = true;
-            s.run.against = None;
-        }
-        s.round.count(took, kind, bytes);
+        s.round.count(took, bytes);
         let elapsed = now.duration_since(s.round.started);
-        let round_kind = s.round.kind();
-        let other_work = matches!((round_kind, s.judged_on), (Some(a), Some(b)) if a != b);
-        let after_meta = other_work && s.judged_on == Some(Kind::Meta);
-        let quick =
-            other_work || matches!(s.phase, Phase::SlowStart { .. } | Phase::FromAbove { .. });
+        let quick = matches!(s.phase, Phase::SlowStart { .. } | Phase::FromAbove { .. });
         // A search's rounds may end after one limit of answers: the first where its rate is
         // known well enough to be the base, a later one where the verdict on its doubling
         // (or halving) is clear (`BASE_ERROR`, `CLEAR`).
         let allowed = s.allowed(self.max);
-        let one_limit = !other_work && s.round.answers >= (allowed as u64).max(MIN_ROUND / 2);
+        let one_limit = s.round.answers >= (allowed as u64).max(MIN_ROUND / 2);
         let clear = || {
             let rate = s.round.work / elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
             (rate, 1.0 + CLEAR * s.round.error().hypot(s.judged_error))
@@ -731,180 +794,26 @@ impl Congestion {
         let secs = elapsed.as_secs_f64();
         let rate = s.round.work / secs;
         let answer_rate = s.round.answers as f64 / secs;
-        let kept_full = s.round.area / secs >= FULL * s.allowed(self.max) as f64;
+        let in_flight = s.flight.average(now.into_std()).unwrap_or(0.0);
+        let kept_full = in_flight >= FULL * allowed as f64;
         s.round = Round::new(0, now);
-        // A run that began in the round just judged is not against this one.
-        s.run.against = None;
+        s.flight.restart(now.into_std());
         if !kept_full {
             return;
         }
         s.rate = rate;
         s.judged_error = if error.is_finite() { error } else { 0.0 };
         s.answer_rate = answer_rate;
-        let max = self.max as f64;
-        s.judged_on = round_kind.or(s.judged_on);
-        let phase = if other_work {
-            // The phase's rates were another kind of request's: a new search from here,
-            // this round its base.
-            Phase::SlowStart { base: None }
-        } else {
-            s.phase
-        };
-        let judged = phase;
-        let (next, phase) = match phase {
-            // HEADs and LISTs wait on latency alone, so a burst of them (`sluice get` sizing
-            // its objects) can draw the limit to the cap, and a slow start from there never
-            // goes below it: bytes search from the start, as a fresh client's do.
-            _ if after_meta => (
-                (ADAPTIVE_START as f64).min(s.limit),
-                Phase::SlowStart { base: None },
-            ),
-            Phase::SlowStart {
-                base: Some((from, was)),
-            } if rate < was * SLOW_START_GAIN => (
-                from,
-                Phase::Hold {
-                    rounds: 0,
-                    rate: was,
-                },
-            ),
-            Phase::FromAbove {
-                base: Some((from, was)),
-            } if was >= rate * SLOW_START_GAIN => {
-                // Twice as many paid: the limit above was needed, and more may be.
-                if from >= max {
-                    (
-                        from,
-                        Phase::Hold {
-                            rounds: 0,
-                            rate: was,
-                        },
-                    )
-                } else {
-                    let base = Some((from, was));
-                    ((from * 2.0).min(max), Phase::SlowStart { base })
-                }
-            }
-            Phase::FromAbove { .. } if s.limit / 2.0 >= ADAPTIVE_START as f64 => {
-                let base = Some((s.limit, rate));
-                (s.limit / 2.0, Phase::FromAbove { base })
-            }
-            Phase::FromAbove { .. } => (s.limit, Phase::Hold { rounds: 0, rate }),
-            Phase::SlowStart { .. } if s.limit >= max => (s.limit, Phase::Hold { rounds: 0, rate }),
-            Phase::SlowStart { .. } => {
-                let base = Some((s.limit, rate));
-                (s.limit * 2.0, Phase::SlowStart { base })
-            }
-            Phase::Probe { from: _, rate: was } if rate >= was * PROBE_GAIN => {
-                (s.limit, Phase::Hold { rounds: 0, rate })
-            }
-            Phase::Probe { from, rate: was } => (
-                from,
-                Phase::Hold {
-                    rounds: 0,
-                    rate: was,
-                },
-            ),
-            Phase::Hold { rate: held, .. } if rate < held * CHANGED => {
-                // This round straddled the change: no base to judge the next one by.
-                ((s.limit * 2.0).min(max), Phase::SlowStart { base: None })
-            }
-            Phase::Hold { rate: held, .. } if rate > held / CHANGED => {
-                // Faster at the same limit: latency fell, so fewer may do; search again.
-                (ADAPTIVE_START as f64, Phase::SlowStart { base: None })
-            }
-            Phase::Hold { rounds, .. } if rounds + 1 >= PROBE_EVERY && s.limit < max => {
-                let more = (s.limit * 1.25).max(s.limit + 1.0);
-                (
-                    more,
-                    Phase::Probe {
-                        from: s.limit,
-                        rate,
-                    },
-                )
-            }
-            Phase::Hold { rounds, .. } => (
-                s.limit,
-                Phase::Hold {
-                    rounds: rounds + 1,
-                    rate,
-                },
-            ),
-        };
-        let was = s.allowed(self.max);
+        let judged = s.phase;
+        let (next, phase) = judge(judged, s.limit, rate, self.max as f64);
         s.phase = phase;
         if next != s.limit {
             s.set_limit(next, self.max, now);
         }
         s.ceiling = s.limit;
         let now_at = s.allowed(self.max);
-        let gain = |before: f64| (100.0 * rate / before.max(f64::MIN_POSITIVE)).round() as u32;
-        let decision = match (judged, phase) {
-            _ if after_meta => Some(Decision::Restarted { at: now_at }),
-            (Phase::SlowStart { base }, Phase::SlowStart { .. }) if now_at > was => {
-                Some(Decision::Doubled {
-                    to: now_at,
-                    gain: base.map(|(_, before)| gain(before)),
-                })
-            }
-            (
-                Phase::SlowStart {
-                    base: Some((_, before)),
-                },
-                Phase::Hold { .. },
-            ) if now_at < was => Some(Decision::Held {
-                at: now_at,
-                tried: was,
-                gain: gain(before),
-            }),
-            (Phase::SlowStart { .. }, Phase::Hold { .. }) => Some(Decision::Capped { at: now_at }),
-            (
-                Phase::FromAbove {
-                    base: Some((from, above)),
-                },
-                _,
-            ) if now_at <= was => Some(Decision::Halved {
-                to: now_at,
-                tried: from as usize,
-                gain: (100.0 * above / rate.max(f64::MIN_POSITIVE)).round() as u32,
-            }),
-            (
-                Phase::FromAbove {
-                    base: Some((_, above)),
-                },
-                Phase::SlowStart { .. },
-            ) => Some(Decision::Doubled {
-                to: now_at,
-                gain: Some((100.0 * above / rate.max(f64::MIN_POSITIVE)).round() as u32),
-            }),
-            (
-                Phase::FromAbove {
-                    base: Some((_, above)),
-                },
-                Phase::Hold { .. },
-            ) => Some(Decision::Held {
-                at: now_at,
-                tried: was,
-                gain: gain(above),
-            }),
-            (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) if now_at < was => {
-                Some(Decision::Held {
-                    at: now_at,
-                    tried: was,
-                    gain: gain(before),
-                })
-            }
-            (Phase::Probe { rate: before, .. }, Phase::Hold { .. }) => Some(Decision::Probed {
-                at: now_at,
-                gain: gain(before),
-            }),
-            (Phase::Hold { .. }, Phase::SlowStart { .. }) => {
-                Some(Decision::Restarted { at: now_at })
-            }
-            _ => None,
-        };
-        if decision.is_some() {
-            s.last = decision;
+        if let Some(d) = decision(judged, phase, allowed, now_at, rate) {
+            s.last = Some(d);
         }
     }
 
@@ -925,12 +834,13 @@ impl Congestion {
 }
 
 /// One request in flight. `finish` tells the controller how it went; dropped unfinished
-/// (the caller gave up), it only frees its place.
+/// (the caller gave up), it only frees its places.
 #[derive(Debug)]
 pub(crate) struct Permit<'a> {
     owner: &'a Congestion,
     kind: Kind,
-    permit: Option<SemaphorePermit<'a>>,
+    /// Its place under its kind's limit and under the cap.
+    permit: Option<(SemaphorePermit<'a>, SemaphorePermit<'a>)>,
     sent: Instant,
     /// Body bytes the answer brought (`moved`).
     bytes: u64,
@@ -943,7 +853,7 @@ impl Permit<'_> {
         self.bytes = bytes;
     }
 
-    /// Records the request's outcome and frees its place.
+    /// Records the request's outcome and frees its places.
     pub(crate) fn finish<T>(mut self, result: &Result<T>) {
         let outcome = match result {
             Ok(_) => Outcome::Answered,
@@ -957,9 +867,18 @@ impl Permit<'_> {
     }
 
     fn end(&mut self, outcome: Outcome) {
-        if let Some(p) = self.permit.take() {
-            self.owner
-                .record(p, (self.sent, self.kind, self.bytes), outcome);
+        if let Some((permit, cap)) = self.permit.take() {
+            if outcome != Outcome::Other {
+                self.owner
+                    .current
+                    .store(self.kind as usize, Ordering::Relaxed);
+            }
+            self.owner.limiters[self.kind as usize].record(
+                permit,
+                (self.sent, self.bytes),
+                outcome,
+            );
+            drop(cap);
         }
     }
 }
@@ -969,7 +888,6 @@ impl Drop for Permit<'_> {
         self.end(Outcome::Other);
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -978,6 +896,10 @@ mod tests {
 
     fn slow_down() -> Result<()> {
         Err(Error::from_service("u", 503, "SlowDown", "slow", None))
+    }
+
+    fn state(c: &Congestion, kind: Kind) -> std::sync::MutexGuard<'_, State> {
+        c.limiters[kind as usize].state.lock().unwrap()
     }
 
     fn quick() -> RetryPolicy {
@@ -1034,10 +956,7 @@ mod tests {
     async fn at_one_request_a_throttle_holds_new_requests_until_its_backoff_ends() {
         let above = Congestion::new(8, Concurrency::Fixed, quick());
         above.acquire(Kind::Read).await.finish(&slow_down());
-        assert!(
-            above.state.lock().unwrap().gate.is_none(),
-            "a cut is enough"
-        );
+        assert!(state(&above, Kind::Read).gate.is_none(), "a cut is enough");
         let c = Congestion::new(
             1,
             Concurrency::Fixed,
@@ -1050,13 +969,13 @@ mod tests {
         // Full jitter can draw zero: throttle until the gate is set some way ahead.
         let gate = loop {
             c.acquire(Kind::Read).await.finish(&slow_down());
-            let g = c.state.lock().unwrap().gate.unwrap();
+            let g = state(&c, Kind::Read).gate.unwrap();
             if g > Instant::now() + Duration::from_millis(50) {
                 break g;
             }
         };
         c.acquire(Kind::Read).await.finish(&Ok(()));
-        let s = c.state.lock().unwrap();
+        let s = state(&c, Kind::Read);
         assert!(s.gate.is_none(), "an answer opens the gate");
         assert!(Instant::now() >= gate, "the request waited for it");
     }
@@ -1076,7 +995,7 @@ mod tests {
         drop(c.acquire(Kind::Read).await);
         let s = c.stats();
         assert_eq!((s.limit, s.throttled, s.cuts), (8, 0, 0));
-        assert_eq!(c.state.lock().unwrap().in_flight, 0);
+        assert_eq!(state(&c, Kind::Read).flight.count(), 0);
     }
 
     /// A store without I/O, in paused time: `clients` tasks send requests back to back
@@ -1174,7 +1093,7 @@ mod tests {
         // 16 MiB ranges at ~90 MB/s: ~200 ms each, ±10%.
         let mut large = Round::new(0, Instant::now());
         for i in 0..32u64 {
-            large.count(ms(180 + (i * 7919) % 40), Kind::Read, 16 << 20);
+            large.count(ms(180 + (i * 7919) % 40), 16 << 20);
         }
         // Their spread is ~4.9% of the mean; the mean's error, ÷ √32, ~0.86%.
         assert!((large.error() - 0.0086).abs() < 0.0005, "{}", large.error());
@@ -1187,18 +1106,18 @@ mod tests {
         // 150-250 ms (a spread of ~15%): ±2.6% after 32 answers, enough.
         let mut wider = Round::new(0, Instant::now());
         for i in 0..32u64 {
-            wider.count(ms(150 + (i * 7919) % 101), Kind::Read, 16 << 20);
+            wider.count(ms(150 + (i * 7919) % 101), 16 << 20);
         }
         assert!((wider.error() - 0.0263).abs() < 0.001, "{}", wider.error());
         assert!(wider.is_complete(32, true));
         // Small requests whose times spread as widely as S3's latency: 5 to 150 ms.
         let mut small = Round::new(0, Instant::now());
         for i in 0..64u64 {
-            small.count(ms(5 + (i * 7919) % 146), Kind::Read, 128 << 10);
+            small.count(ms(5 + (i * 7919) % 146), 128 << 10);
         }
         assert!(!small.is_complete(32, true), "{}", small.error());
         for i in 64..128u64 {
-            small.count(ms(5 + (i * 7919) % 146), Kind::Read, 128 << 10);
+            small.count(ms(5 + (i * 7919) % 146), 128 << 10);
         }
         assert!(
             small.is_complete(32, false),
@@ -1252,10 +1171,10 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn reads_after_writes_search_again_from_the_writes_limit() {
-        // Writes saturate the store at 100/s (10 ms each, one at a time): the limit stays at
-        // or near 16. Reads then take 200 ms however many are in flight: the limit must not
-        // stay where the writes left it.
+    async fn reads_after_writes_search_their_own_limit() {
+        // Writes saturate the store at 100/s (10 ms each, one at a time): their limit stays
+        // at or near 16. Reads then take 200 ms however many are in flight: their limit must
+        // not stay where the writes' did.
         let server = OneAtATime::new();
         let c = adaptive(256);
         simulate_kind(
@@ -1291,10 +1210,10 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn reads_after_a_burst_of_heads_search_again_from_the_start() {
-        // HEADs take 30 ms however many are in flight: the limit goes to the cap. Reads then
+    async fn reads_after_a_burst_of_heads_search_from_the_start() {
+        // HEADs take 30 ms however many are in flight: their limit goes to the cap. Reads then
         // find the store saturated (1,000/s, one at a time): a search from the HEADs' limit
-        // would never come down from it.
+        // would never come down from it; the reads' own starts at the start.
         let c = adaptive(256);
         simulate_kind(&c, 400, Kind::Meta, Duration::from_secs(5), |_, _| {
             (Duration::from_millis(30), Ok(()))
@@ -1311,45 +1230,66 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_change_of_kind_ends_the_round_in_progress() {
-        // Writes held at a saturated store (100/s), stopped a third of the way into a round.
+    async fn each_kind_has_its_own_limit_under_the_one_cap() {
+        // At once: 64 writers to a store saturated at 100/s (10 ms each, one at a time) and
+        // 256 readers of 30 ms however many are in flight. The writes stay near the start
+        // (more only queue), the reads go to the cap's neighbourhood, and together they never
+        // exceed the cap.
+        use std::sync::atomic::AtomicUsize;
         let server = OneAtATime::new();
-        let c = adaptive(256);
-        let writes = |c, run| {
-            let server = server.clone();
-            simulate_kind(c, 64, Kind::Write, run, move |now, _| {
-                (server.answer(now, Duration::from_millis(10)), Ok(()))
-            })
-        };
-        writes(&c, Duration::from_secs(20)).await;
-        let in_round = || c.state.lock().unwrap().round.answers;
-        for _ in 0..100 {
-            if (16..32).contains(&in_round()) {
-                break;
-            }
-            writes(&c, Duration::from_millis(20)).await;
-        }
-        assert!((16..32).contains(&in_round()), "{}", in_round());
-        let after_writes = c.stats().limit;
-        // Reads of 200 ms however many are in flight. A round mixing the writes with the
-        // first reads is of neither kind, so it takes `4 × limit` answers (three batches of
-        // reads) and judges the limit as held; ended at the change, the next round is of
-        // reads, judged after one limit's answers.
-        let store = |_: Instant, n: u64| (Duration::from_millis(190 + (n * 7919) % 20), Ok(()));
-        let limits = simulate_kind(&c, 256, Kind::Read, Duration::from_secs(2), store).await;
-        let doubled = limits.iter().position(|l| *l >= 2 * after_writes);
-        // In 10 ms samples: two batches of reads.
-        assert!(
-            doubled.is_some_and(|at| at <= 45),
-            "{after_writes}: {doubled:?}"
+        let c = adaptive(128);
+        let end = Instant::now() + Duration::from_secs(20);
+        let (writing, most_writing) = (
+            std::sync::Arc::new(AtomicUsize::new(0)),
+            std::sync::Arc::new(AtomicUsize::new(0)),
         );
+        let mut writers = tokio::task::JoinSet::new();
+        for _ in 0..64 {
+            let (c, server) = (c.clone(), server.clone());
+            let (writing, most_writing) = (writing.clone(), most_writing.clone());
+            writers.spawn(async move {
+                while Instant::now() < end {
+                    let p = c.acquire(Kind::Write).await;
+                    let now = writing.fetch_add(1, Ordering::Relaxed) + 1;
+                    most_writing.fetch_max(now, Ordering::Relaxed);
+                    let wait = server.answer(Instant::now(), Duration::from_millis(10));
+                    tokio::time::sleep(wait).await;
+                    writing.fetch_sub(1, Ordering::Relaxed);
+                    p.finish(&Ok(()));
+                }
+            });
+        }
+        let reads = simulate_kind(&c, 256, Kind::Read, Duration::from_secs(20), |_, _| {
+            (Duration::from_millis(30), Ok(()))
+        });
+        let watch = async {
+            let mut most = 0;
+            while Instant::now() < end {
+                most = most.max(128 - c.cap.available_permits());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            most
+        };
+        let (_, most) = tokio::join!(reads, watch);
+        writers.join_all().await;
+        let late_writes = state(&c, Kind::Write).limit;
+        let reads = state(&c, Kind::Read).limit;
+        assert!(
+            late_writes <= (2 * ADAPTIVE_START) as f64,
+            "writes' limit {late_writes}"
+        );
+        assert!(
+            most_writing.load(Ordering::Relaxed) <= 2 * ADAPTIVE_START,
+            "{most_writing:?} writes in flight at once"
+        );
+        assert!(reads >= 96.0, "reads' limit {reads}");
+        assert!(most <= 128, "{most} in flight");
     }
 
     #[tokio::test(start_paused = true)]
     async fn work_that_changes_kind_in_bursts_still_judges_rounds() {
         // Reads and writes in bursts of 32 answers each, 30 ms each however many are in
-        // flight: every change ends a round of one kind, but the round it begins is not ended
-        // by the next, so rounds still end and the limit climbs.
+        // flight: each kind's rounds are its own answers, and both limits climb.
         let c = adaptive(256);
         let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let end = Instant::now() + Duration::from_secs(10);
@@ -1373,7 +1313,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn work_that_keeps_changing_kind_on_a_saturated_store_does_not_climb() {
         // Reads and writes in turns of 2 s, the store serving 1,000/s of either whatever the
-        // limit: each change searches again, and each search undoes its doubling.
+        // limit: neither kind's search keeps a doubling, and a round that spans a turn of the
+        // other kind (its own kind idle) judges nothing.
         let server = OneAtATime::new();
         let c = adaptive(256);
         for turn in 0..8 {
@@ -1482,7 +1423,7 @@ mod tests {
             s.limit <= ADAPTIVE_START,
             "cut below where it started: {s:?}"
         );
-        assert_eq!(c.state.lock().unwrap().in_flight, 0);
+        assert_eq!(state(&c, Kind::Read).flight.count(), 0);
     }
 
     #[tokio::test(start_paused = true)]
