@@ -20,7 +20,7 @@ use crate::buffered::BufferedConnector;
 
 /// HTTP/2 flow-control windows, sized for bandwidth × delay: 25 Gbit/s × 5 ms ≈ 16 MiB per
 /// stream, and four streams' worth per connection. hyper's defaults (64 KiB … 5 MiB) cap
-/// one stream at window / RTT, a few hundred MB/s at 1 ms.
+/// one stream at window ÷ RTT: 5 MiB per millisecond of round trip.
 pub const H2_STREAM_WINDOW: u32 = 16 << 20;
 /// The connection's window: four streams' worth (see `H2_STREAM_WINDOW`).
 pub const H2_CONNECTION_WINDOW: u32 = 64 << 20;

@@ -72,7 +72,7 @@ pub struct OpsReport {
     /// Retries the store made, by the kind of failure retried.
     pub retries: BTreeMap<String, u64>,
     pub stopped: Stopped,
-    /// The figure (MB/s, or requests/s where no bytes move) of each whole second of the
+    /// The figure (megabytes a second, or requests a second where no bytes move) of each whole second of the
     /// window, summed over merged processes: the run-to-run noise `compare` judges by.
     pub per_second: Vec<f64>,
     /// Processes (MPI ranks) merged into this report.

@@ -1,5 +1,5 @@
-//! The bench's SVGs: one per workload, its figure (MB/s, or requests/s where no bytes
-//! move) by shape or concurrency, one bar per client, curl as a line across.
+//! The bench's SVGs: one per workload, its figure (megabytes a second, or requests a second
+//! where no bytes move) by shape or concurrency, one bar per client, curl as a line across.
 
 use super::report::{OpsRow, Row};
 use plotters::prelude::*;

@@ -276,7 +276,7 @@ impl OpsRow {
         }
     }
 
-    /// The row's figure: MB/s where bytes move, else requests/s.
+    /// The row's figure: megabytes a second where bytes move, else requests a second.
     pub fn figure(&self) -> f64 {
         if self.report.bytes() > 0 {
             self.mb_per_s

@@ -304,14 +304,14 @@ mod tests {
 
     #[test]
     fn accelerators_fed_follow_dlio_rule() {
-        // One H100 on unet3d needs 7 × 146.6 MB × 0.9 / 0.323 s ≈ 2859 MB/s.
+        // One H100 on unet3d needs 7 × 146.6 MB × 0.9 / 0.323 s ≈ 2,859 MB a second.
         let fed = Preset::Unet3d.accelerators_fed(2_900.0);
         assert_eq!(fed, vec![("H100", 1), ("B200", 0)]);
         assert_eq!(
             Preset::Unet3d.accelerators_fed(6_000.0),
             vec![("H100", 2), ("B200", 1)]
         );
-        // cosmoflow: 2.83 MB × 0.7 / 3.5 ms ≈ 566 MB/s per H100.
+        // cosmoflow: 2.83 MB × 0.7 / 3.5 ms ≈ 566 MB a second per H100.
         assert_eq!(
             Preset::Cosmoflow.accelerators_fed(1_200.0),
             vec![("H100", 2)]

@@ -77,7 +77,7 @@ impl Workload {
         }
     }
 
-    /// Whether bytes (MB/s) or requests (ops/s) are the figure.
+    /// Whether bytes or requests a second are the figure.
     pub fn moves_bytes(self) -> bool {
         matches!(self, Self::Get | Self::Put | Self::Checkpoint | Self::Mixed)
     }

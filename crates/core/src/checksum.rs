@@ -9,7 +9,7 @@
 //! combined from the parts' (a CRC of concatenated bytes follows from the CRCs of the pieces
 //! and their lengths), which the store checks against what it assembled. The CRC is
 //! computed by `crc-fast` with carry-less multiplication (PCLMULQDQ / VPCLMULQDQ / PMULL),
-//! tens of GB/s per core: next to the cost of sending the bytes, it is a few per cent.
+//! at several times the rate a core sends bytes at: next to that cost, it is a few per cent.
 
 use base64::Engine as _;
 use crc_fast::CrcAlgorithm::Crc64Nvme;

@@ -70,7 +70,6 @@ use crate::error::{ErrorKind, Result};
 use crate::in_flight::InFlight;
 use crate::retry::RetryPolicy;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
@@ -262,6 +261,8 @@ struct State {
     judged_error: f64,
     /// The last decision about the limit (`CongestionStats::last`).
     last: Option<Decision>,
+    /// No request of this kind has been sent yet (`Congestion::acquire` may seed it).
+    fresh: bool,
 }
 
 impl State {
@@ -459,6 +460,11 @@ pub enum Decision {
         /// Where it starts.
         at: usize,
     },
+    /// The first requests of a kind (reads, writes) started where the other kind's held.
+    FromKind {
+        /// Where it starts.
+        at: usize,
+    },
     /// Half as many requests read about as fast as `tried`: the search from above goes on.
     Halved {
         /// The limit now.
@@ -508,6 +514,12 @@ impl std::fmt::Display for Decision {
                 write!(f, "kept {at}: a quarter more read {}", x(gain))
             }
             Decision::FromJob { at } => write!(f, "started at {at}: the job had as many ready"),
+            Decision::FromKind { at } => {
+                write!(
+                    f,
+                    "started at {at}: where the client's other transfers held"
+                )
+            }
             Decision::Halved { to, tried, gain } => write!(
                 f,
                 "halved to {to}: {tried} read only {} of what half as many did",
@@ -528,8 +540,6 @@ pub(crate) struct Congestion {
     /// One place per request in flight, of any kind (`max_connections`).
     cap: Semaphore,
     limiters: [Limiter; 3],
-    /// The kind of the last answer: the limiter `stats` reports, the work going on now.
-    current: AtomicUsize,
 }
 
 impl Congestion {
@@ -540,7 +550,6 @@ impl Congestion {
         Self {
             cap: Semaphore::new(max),
             limiters: Kind::ALL.map(|_| Limiter::new(max, mode, policy)),
-            current: AtomicUsize::new(Kind::Read as usize),
         }
     }
 
@@ -548,6 +557,9 @@ impl Congestion {
     /// kind's limit are in flight, and fewer than the cap of all kinds.
     pub(crate) async fn acquire(&self, kind: Kind) -> Permit<'_> {
         let limiter = &self.limiters[kind as usize];
+        if limiter.state.lock().unwrap().fresh {
+            self.seed(kind);
+        }
         loop {
             let gate = limiter.state.lock().unwrap().gate;
             if let Some(until) = gate.filter(|g| *g > Instant::now()) {
@@ -573,6 +585,20 @@ impl Congestion {
         }
     }
 
+    /// The first request of `kind` (reads or writes of bytes): its search starts where the
+    /// other's held, as the client's work changed kind (a checkpoint's read after its write)
+    /// and the store did not. Metadata, whose requests wait on latency alone, neither seeds
+    /// nor is seeded: a burst of HEADs can hold the cap where bytes would only queue.
+    fn seed(&self, kind: Kind) {
+        let other = match kind {
+            Kind::Read => Kind::Write,
+            Kind::Write => Kind::Read,
+            Kind::Meta => return,
+        };
+        let held = self.limiters[other as usize].held();
+        self.limiters[kind as usize].start_at(held);
+    }
+
     /// The job has `requests` reads ready to send at once (its objects' requests, as many as
     /// its memory holds): a fresh search of the reads' limit starts there
     /// ([`Limiter::expect_requests`]).
@@ -580,11 +606,10 @@ impl Congestion {
         self.limiters[Kind::Read as usize].expect_requests(requests);
     }
 
-    /// The limit of the work going on now (the kind of the last answer), what set it, and the
-    /// throttles and cuts of every kind.
+    /// The reads' limit (what the loader's window and the range size follow) and what set
+    /// it, with the throttles and cuts of every kind.
     pub(crate) fn stats(&self) -> CongestionStats {
-        let kind = self.current.load(Ordering::Relaxed);
-        let mut stats = self.limiters[kind].stats();
+        let mut stats = self.limiters[Kind::Read as usize].stats();
         let all = self.limiters.iter().map(Limiter::stats);
         (stats.throttled, stats.cuts) = all.fold((0, 0), |(t, c), s| (t + s.throttled, c + s.cuts));
         stats
@@ -636,6 +661,7 @@ impl Limiter {
                 answer_rate: 0.0,
                 judged_error: 0.0,
                 last: None,
+                fresh: true,
             }),
         }
     }
@@ -658,11 +684,37 @@ impl Limiter {
             return;
         }
         let now = Instant::now();
+        s.fresh = false;
         s.phase = Phase::FromAbove { base: None };
         s.set_limit(start as f64, self.max, now);
         s.ceiling = s.limit;
         s.last = Some(Decision::FromJob { at: start });
         self.resize(&mut s, start);
+    }
+
+    /// The limit a search of this kind has judged, if one has.
+    fn held(&self) -> Option<usize> {
+        let s = self.state.lock().unwrap();
+        (self.mode == Concurrency::Adaptive && s.last.is_some()).then(|| s.allowed(self.max))
+    }
+
+    /// Starts a fresh search at `limit` (when above its start) rather than at
+    /// [`ADAPTIVE_START`]: a slow start whose first round is its base.
+    fn start_at(&self, limit: Option<usize>) {
+        let mut s = self.state.lock().unwrap();
+        if !std::mem::take(&mut s.fresh) {
+            return;
+        }
+        let Some(at) = limit.filter(|at| *at > s.allowed(self.max)) else {
+            return;
+        };
+        if s.phase != (Phase::SlowStart { base: None }) {
+            return;
+        }
+        s.set_limit(at as f64, self.max, Instant::now());
+        s.ceiling = s.limit;
+        s.last = Some(Decision::FromKind { at });
+        self.resize(&mut s, at);
     }
 
     fn stats(&self) -> CongestionStats {
@@ -868,11 +920,6 @@ impl Permit<'_> {
 
     fn end(&mut self, outcome: Outcome) {
         if let Some((permit, cap)) = self.permit.take() {
-            if outcome != Outcome::Other {
-                self.owner
-                    .current
-                    .store(self.kind as usize, Ordering::Relaxed);
-            }
             self.owner.limiters[self.kind as usize].record(
                 permit,
                 (self.sent, self.bytes),
@@ -900,6 +947,10 @@ mod tests {
 
     fn state(c: &Congestion, kind: Kind) -> std::sync::MutexGuard<'_, State> {
         c.limiters[kind as usize].state.lock().unwrap()
+    }
+
+    fn stats_of(c: &Congestion, kind: Kind) -> CongestionStats {
+        c.limiters[kind as usize].stats()
     }
 
     fn quick() -> RetryPolicy {
@@ -1090,7 +1141,7 @@ mod tests {
     #[test]
     fn a_round_of_answers_that_vary_little_ends_after_one_limit_of_them() {
         let ms = std::time::Duration::from_millis;
-        // 16 MiB ranges at ~90 MB/s: ~200 ms each, ±10%.
+        // 16 MiB ranges at one S3 connection's rate: ~200 ms each, ±10%.
         let mut large = Round::new(0, Instant::now());
         for i in 0..32u64 {
             large.count(ms(180 + (i * 7919) % 40), 16 << 20);
@@ -1185,10 +1236,11 @@ mod tests {
             move |now, _| (server.answer(now, Duration::from_millis(10)), Ok(())),
         )
         .await;
-        let after_writes = c.stats().limit;
-        assert!(after_writes <= 2 * ADAPTIVE_START, "{:?}", c.stats());
+        let writes = stats_of(&c, Kind::Write);
+        let after_writes = writes.limit;
+        assert!(after_writes <= 2 * ADAPTIVE_START, "{writes:?}");
         // It says why: more did not pay (a saturated store answers more as fast).
-        match c.stats().last {
+        match writes.last {
             Some(d @ Decision::Held { at, tried, gain }) => {
                 assert!(at < tried && gain < 125, "{d}");
                 assert!(
@@ -1210,6 +1262,35 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_checkpoints_read_starts_where_its_writes_held() {
+        // A checkpoint written as 16 MiB parts of ~200 ms each however many are in flight:
+        // the writes' limit reaches 64. Its read, of ranges as large, starts there: from 16 it
+        // would spend the first round trips of a short read climbing back.
+        let c = adaptive(64);
+        let store = |_: Instant, n: u64| (Duration::from_millis(190 + (n * 7919) % 20), Ok(()));
+        simulate_kind(&c, 64, Kind::Write, Duration::from_millis(1500), store).await;
+        assert_eq!(stats_of(&c, Kind::Write).limit, 64);
+        assert_eq!(c.stats().limit, ADAPTIVE_START, "no read sent yet");
+        let limits = simulate_kind(&c, 64, Kind::Read, Duration::from_millis(500), store).await;
+        assert!(limits.iter().skip(1).all(|l| *l == 64), "{limits:?}");
+        let reads = stats_of(&c, Kind::Read);
+        assert!(
+            matches!(
+                reads.last,
+                Some(Decision::FromKind { at: 64 } | Decision::Capped { at: 64 })
+            ),
+            "{reads:?}"
+        );
+        assert_eq!(
+            Decision::FromKind { at: 64 }.to_string(),
+            "started at 64: where the client's other transfers held"
+        );
+        // Metadata neither seeds nor is seeded.
+        c.acquire(Kind::Meta).await.finish(&Ok(()));
+        assert_eq!(stats_of(&c, Kind::Meta).limit, ADAPTIVE_START);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn reads_after_a_burst_of_heads_search_from_the_start() {
         // HEADs take 30 ms however many are in flight: their limit goes to the cap. Reads then
         // find the store saturated (1,000/s, one at a time): a search from the HEADs' limit
@@ -1219,7 +1300,8 @@ mod tests {
             (Duration::from_millis(30), Ok(()))
         })
         .await;
-        assert_eq!(c.stats().limit, 256, "{:?}", c.stats());
+        let heads = stats_of(&c, Kind::Meta);
+        assert_eq!(heads.limit, 256, "{heads:?}");
         let server = OneAtATime::new();
         simulate(&c, 400, Duration::from_secs(10), move |now, _| {
             (server.answer(now, Duration::from_millis(1)), Ok(()))
@@ -1235,7 +1317,7 @@ mod tests {
         // 256 readers of 30 ms however many are in flight. The writes stay near the start
         // (more only queue), the reads go to the cap's neighbourhood, and together they never
         // exceed the cap.
-        use std::sync::atomic::AtomicUsize;
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let server = OneAtATime::new();
         let c = adaptive(128);
         let end = Instant::now() + Duration::from_secs(20);
@@ -1346,7 +1428,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn ranges_cut_smaller_as_the_limit_grows_do_not_draw_more_requests() {
-        // A store that moves 1 GB/s whatever is asked of it, asked for ranges of the size a
+        // A store that moves a gigabyte a second whatever is asked of it, asked for ranges of the size a
         // loader cuts at the limit of the moment (`RangeSize::Follow` within 256 MiB: 8 MiB
         // up to 31 requests, 4 MiB from 32): at twice the limit, twice the answers of half
         // the size, the same bytes per second. Judged by answers alone the limit went to 40

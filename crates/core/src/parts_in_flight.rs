@@ -3,8 +3,9 @@
 //!
 //! Each part in flight is a buffer of `part_size` held until its answer, so the number is a
 //! trade of memory for speed, and the speed it buys depends on the store: against S3 (tens of
-//! milliseconds before an answer, ~90 MB/s per connection) a part in flight carries
-//! ~70 MB/s and the rate grows with every part added; against a store that is already busy
+//! milliseconds before an answer, a capped rate per connection) a part in flight carries
+//! most of one connection's rate and the rate grows with every part added; against a store
+//! that is already busy
 //! (a loopback server, an nginx sink) more parts only queue there, each answered later, for
 //! the same rate and more of the store's CPU (docs/benchmarks.md, "Writes and checkpoints").
 //!
@@ -528,7 +529,8 @@ mod tests {
 
     #[test]
     fn after_a_first_doubling_that_did_not_pay_fewer_parts_are_kept_only_if_as_fast() {
-        // 30 ms before an answer, and the store's 500 MB/s shared by the parts in flight:
+        // 30 ms before an answer, and the store's half a gigabyte a second shared by the parts
+        // in flight:
         // 2 parts bring 1.31× of 1, 4 1.19× of 2, 8 only 1.10× of 4.
         let shared = |n: usize| Duration::from_micros(30_000 + 33_000 * n as u64);
         let mut p = PartsInFlight::adaptive(64 * PART);

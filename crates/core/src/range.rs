@@ -136,9 +136,9 @@ pub enum RangeSize {
     /// of two within [`FOLLOW_MIN_RANGE`]..=[`FOLLOW_MAX_RANGE`].
     ///
     /// A ranged GET holds its bytes of the budget from the moment it is sent, while it
-    /// waits for its first byte: with a store's latency and a rate per connection (S3:
-    /// ~30 ms, then ~90 MB/s), `memory` bytes read at most `memory ÷ (latency + range ÷
-    /// rate)`, so where the controller finds that more requests pay, smaller ranges let the
+    /// waits for its first byte: with a store's latency and a rate per connection (S3's, as
+    /// the `s3-standard` profile models them), `memory` bytes read at most `memory ÷
+    /// (latency + range ÷ rate)`, so where the controller finds that more requests pay, smaller ranges let the
     /// same memory hold them. Twice the limit, as the loader's window holds twice the limit
     /// in objects: the controller grows the limit only while requests wait beyond it.
     /// Rounded up, so the budget holds one to two times the limit in ranges (fewer at the

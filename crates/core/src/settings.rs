@@ -356,10 +356,11 @@ pub const MAX_CONNECTIONS: Setting<usize> = Setting {
     flag: Some("--jobs"),
     python: None,
     default: "adaptive, 16 → 256",
-    doc: "unset: found at run time (a fresh client whose job knows its objects starts from \
-          the requests they need at once, within its memory), doubling while the store's rate \
-          follows, ×0.7 on a throttle, timeout or reset (`Client.congestion()` shows it). `N` \
-          fixes it at N, cut only while the store throttles; `sluice get -j N` for one command",
+    doc: "unset: found at run time, for reads, metadata and writes apart under this cap (a \
+          fresh client whose job knows its objects starts from the requests they need at \
+          once, within its memory), doubling while the store's rate follows, ×0.7 on a \
+          throttle, timeout or reset (`Client.congestion()` shows it). `N` fixes it at N, cut \
+          only while the store throttles; `sluice get -j N` for one command",
     parse: positive,
 };
 

@@ -14,15 +14,17 @@ use crate::put_options::PutOptions;
 /// [`PARTS_MEMORY`]; the client's later uploads start where the last search held.
 pub const PART_CONCURRENCY: usize = 4;
 /// Memory the streaming uploads of one client (an `S3Store` and its clones, all its writers
-/// at once) may hold in parts in flight: 32 parts of the default 16 MiB. Against S3's
-/// ~90 MB/s per connection and 50 ms before a PUT's answer, a part of 16 MiB in flight
-/// carries ~70 MB/s, so 32 carry ~2 GB/s from one process; a node saving checkpoints from 8
-/// ranks holds at most 4 GiB in parts, and only where they paid (`parts_in_flight`).
+/// at once) may hold in parts in flight: 32 parts of the default 16 MiB. Against S3, whose
+/// connections each carry a capped rate and answer a PUT tens of milliseconds after its
+/// last byte, each part in flight adds most of one connection's rate, so 32 reach a few
+/// gigabytes a second from one process (docs/benchmarks.md, "Why the defaults"); a node saving
+/// checkpoints from 8 ranks holds at most 4 GiB in parts, and only where they paid
+/// (`parts_in_flight`).
 pub const PARTS_MEMORY: u64 = 512 << 20;
 /// Parts an upload of bytes already in memory (`put`, `sluice.put`) may have in flight: they
 /// are slices of the caller's buffer, so more cost no memory, and the client's controller
-/// (`congestion`) sends only as many as the store answers faster with. 64 parts at S3's
-/// ~90 MB/s per connection is ~5.8 GB/s from one object.
+/// (`congestion`) sends only as many as the store answers faster with. 64 connections at
+/// S3's per-connection rate are more than one process's network.
 pub(crate) const PARTS_FROM_MEMORY: usize = 64;
 use async_trait::async_trait;
 use bytes::Bytes;

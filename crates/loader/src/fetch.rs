@@ -436,7 +436,7 @@ impl Fetcher {
     /// `range` of `uri` (bounded), of version `etag` when given: one GET, or where the
     /// planner would split an object of its length, parallel ranged GETs into one buffer as
     /// for a whole object (a window of `sluice.open`: one GET of 64 MiB is one connection,
-    /// ~90 MB/s against S3).
+    /// at one connection's capped rate against S3).
     pub(crate) async fn fetch_range(
         &self,
         uri: &ObjectUri,

@@ -62,8 +62,8 @@ const MAX_HINT: u64 = 256 << 20;
 /// A range of a pinned version (`opts.if_match`) whose length the caller expects in full is
 /// of an object the caller knows: one long enough to be split is read as parallel ranged
 /// GETs, as the loader reads a large object (`sluice.open`'s windows; one GET is one
-/// connection, ~90 MB/s against S3). Any other range is one GET, which may return fewer
-/// bytes where the object ends first.
+/// connection, at one connection's capped rate against S3). Any other range is one GET,
+/// which may return fewer bytes where the object ends first.
 pub async fn get_one(
     store: &Arc<dyn ObjectStore>,
     uri: &ObjectUri,

@@ -106,8 +106,8 @@ impl Pacer {
     }
 
     /// Chunks of about 5 ms at this rate, between 16 KiB and 256 KiB: small enough that a
-    /// body's rate is even at the scale a client measures, large enough that a 90 MB/s
-    /// connection wakes a few hundred times a second, not thousands.
+    /// body's rate is even at the scale a client measures, large enough that a connection
+    /// at S3's rate wakes a few hundred times a second, not thousands.
     fn chunk(&self) -> usize {
         ((self.bytes_per_sec * 0.005) as usize).clamp(16 << 10, 256 << 10)
     }
@@ -280,7 +280,7 @@ mod tests {
         assert!(got.iter().all(|b| *b == 7));
         assert_eq!(counter.load(Ordering::Relaxed), 2_000_000);
         // At most the slack's worth and one 20 kB chunk go at once; the rest takes its time
-        // at 4 MB/s: 0.5 s - 20 ms - 5 ms.
+        // at 4 MB a second: 0.5 s - 20 ms - 5 ms.
         assert!((0.475..=0.6).contains(&secs), "{secs}");
     }
 
