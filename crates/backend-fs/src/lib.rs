@@ -269,6 +269,20 @@ impl Handlers for FsStore {
         .await
     }
 
+    /// One file after another: a file that cannot be removed is refused, not retried; a
+    /// failure that may pass (`is_retryable`) ends the batch, to be sent again.
+    async fn delete_objects(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let mut refused = Vec::new();
+        for uri in uris {
+            match self.delete_object(uri).await {
+                Ok(()) => {}
+                Err(e) if e.is_retryable() => return Err(e),
+                Err(e) => refused.push(e),
+            }
+        }
+        Ok(refused)
+    }
+
     /// No copy on the file system's side: the caller copies through itself.
     async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
         let _ = (from, to);

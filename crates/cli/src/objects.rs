@@ -7,6 +7,7 @@ use futures::{StreamExt, TryStreamExt};
 use sluice_console::StoreArgs;
 use sluice_console::output::{Failure, cpu_s_per_gb, mb_per_s, progress};
 use sluice_console::rusage;
+use sluice_core::ObjectStoreExt;
 use sluice_core::wire::{MAX_DELETE_BATCH, Request};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};

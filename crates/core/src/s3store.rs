@@ -4,7 +4,7 @@
 
 use crate::config::StoreConfig;
 use crate::congestion::{Congestion, CongestionStats, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::listing::{ListOptions, paginate};
 use crate::multipart::{self, MultipartWriter};
 use crate::parts_in_flight::PartsWindow;
@@ -17,26 +17,10 @@ use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
 use crate::wire::redirect::Redirects;
 use crate::wire::{BodySink, GetRequest, GetWire, Operations, OperationsExt, Reply, Request};
-use crate::wire::{MAX_DELETE_BATCH, Wire, WireFromConfig};
+use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use std::sync::Arc;
-
-/// `uris` cut into DeleteObjects batches: runs of one bucket, `MAX_DELETE_BATCH` at most.
-fn delete_batches(uris: &[ObjectUri]) -> Vec<&[ObjectUri]> {
-    let mut batches = Vec::new();
-    let mut start = 0;
-    for i in 1..=uris.len() {
-        if i == uris.len()
-            || i - start == MAX_DELETE_BATCH
-            || uris[i].bucket() != uris[start].bucket()
-        {
-            batches.push(&uris[start..i]);
-            start = i;
-        }
-    }
-    batches
-}
 
 /// An [`ObjectStore`] over any [`Wire`]: the one implementation of request policy. Each
 /// operation is retried under the configuration's `retry` policy; GETs are resumed from the
@@ -97,7 +81,7 @@ impl<W: Wire> S3Store<W> {
     }
 
     fn cfg(&self) -> &StoreConfig {
-        self.inner.wire.config()
+        self.wire().config()
     }
 
     fn multipart_api(&self) -> Arc<dyn Operations> {
@@ -147,11 +131,11 @@ impl<W: Wire> Operations for Limited<W> {
 #[async_trait]
 impl<W: Wire> ObjectStore for S3Store<W> {
     fn backend(&self) -> &'static str {
-        self.inner.wire.backend()
+        self.wire().backend()
     }
 
     fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
-        self.inner.wire.endpoint_stats()
+        self.wire().endpoint_stats()
     }
 
     fn congestion(&self) -> Option<CongestionStats> {
@@ -217,17 +201,6 @@ impl<W: Wire> ObjectStore for S3Store<W> {
             opts,
             &self.inner.parts,
         )?))
-    }
-
-    /// Batches of one bucket, `MAX_DELETE_BATCH` keys each, one after another; a batch is
-    /// retried whole (deleting twice is harmless). Keys the server refused are not retried:
-    /// S3 refuses a key for a reason that holds (access, a lock), not for load.
-    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
-        let mut refused = Vec::new();
-        for batch in delete_batches(uris) {
-            refused.extend(retry(&self.cfg().retry, || self.inner.delete_objects(batch)).await?);
-        }
-        Ok(refused)
     }
 
     async fn send(&self, req: Request<'_>) -> Result<Reply> {

@@ -12,7 +12,7 @@ use crate::retry::RetryPolicy;
 use crate::segment::Segment;
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
-use crate::wire::{Operations, OperationsExt, Reply, Request};
+use crate::wire::{MAX_DELETE_BATCH, Operations, OperationsExt, Reply, Request};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -73,22 +73,6 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
         data: PutPayload,
         opts: &PutOptions,
     ) -> Result<PutInfo>;
-
-    /// Deletes every object of `uris`; S3 stores send them as DeleteObjects requests of up
-    /// to 1,000 keys. `Ok` holds the objects the store refused to delete, each with its
-    /// reason; `Err` is a request that failed as a whole (after retries), which ends the
-    /// call: objects after it may remain. This default deletes one object after another.
-    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
-        let mut refused = Vec::new();
-        for uri in uris {
-            match ObjectStoreExt::delete(self, uri).await {
-                Ok(()) => {}
-                Err(e) if e.is_retryable() => return Err(e),
-                Err(e) => refused.push(e),
-            }
-        }
-        Ok(refused)
-    }
 
     /// A streaming upload of `uri`: bytes are sent in parts as they are written, with
     /// memory bounded by the options (see `upload`). Nothing is visible before `finish`.
@@ -166,6 +150,20 @@ pub trait ObjectStoreExt: ObjectStore {
         Policy(self).delete_object(uri).await
     }
 
+    /// Deletes every object of `uris` as DeleteObjects requests of up to 1,000 objects of one
+    /// store and bucket, one after another; each is retried whole (deleting twice is
+    /// harmless). `Ok` holds the objects the store refused to delete, each with its reason
+    /// (not retried: S3 refuses a key for a reason that holds, access or a lock, not for
+    /// load); `Err` is a request that failed as a whole, which ends the call: objects after
+    /// it may remain.
+    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<Error>> {
+        let mut refused = Vec::new();
+        for batch in delete_batches(uris) {
+            refused.extend(Policy(self).delete_objects(batch).await?);
+        }
+        Ok(refused)
+    }
+
     /// Makes `to` a copy of `from` inside the store, without the bytes passing through this
     /// process (CopyObject). One CopyObject copies at most `MAX_COPY_SIZE` bytes, which
     /// callers check. `Ok(None)`: this store cannot copy on its side (a file system, two
@@ -205,6 +203,13 @@ pub trait ObjectStoreExt: ObjectStore {
             r => r,
         }
     }
+}
+
+/// `uris` cut into DeleteObjects batches: runs of one scheme and bucket, `MAX_DELETE_BATCH`
+/// at most.
+fn delete_batches(uris: &[ObjectUri]) -> impl Iterator<Item = &[ObjectUri]> {
+    uris.chunk_by(|a, b| a.scheme() == b.scheme() && a.bucket() == b.bucket())
+        .flat_map(|run| run.chunks(MAX_DELETE_BATCH))
 }
 
 /// A store's `send` as [`Operations`], so that [`OperationsExt`]'s typed calls, and their

@@ -120,15 +120,6 @@ impl ObjectStore for SchemeRouter {
         self.pick(uri).put_opts(uri, data, opts).await
     }
 
-    /// Each run of one scheme goes to its store (the S3 store batches its own).
-    async fn delete_many(&self, uris: &[ObjectUri]) -> Result<Vec<sluice_core::Error>> {
-        let mut refused = Vec::new();
-        for run in uris.chunk_by(|a, b| a.scheme() == b.scheme()) {
-            refused.extend(self.pick(&run[0]).delete_many(run).await?);
-        }
-        Ok(refused)
-    }
-
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
         self.pick(uri).writer(uri, opts).await
     }

@@ -351,22 +351,6 @@ impl<W: Wire> Operations for Redirects<W> {
     }
 }
 
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
-impl<W: Wire> Wire for Redirects<W> {
-    fn backend(&self) -> &'static str {
-        self.home.backend()
-    }
-
-    fn config(&self) -> &StoreConfig {
-        self.home.config()
-    }
-
-    fn endpoint_stats(&self) -> Vec<crate::object::EndpointStats> {
-        self.home.endpoint_stats()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
