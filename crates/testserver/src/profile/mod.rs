@@ -146,31 +146,12 @@ impl ServiceProfile {
         }
     }
 
-    /// A named preset. Sources of each number (docs/design.md repeats them):
-    ///
-    /// - `s3-standard` — a general-purpose S3 bucket read from EC2 in the same region.
-    ///   Latency: AWS's performance design patterns give "100–200 milliseconds" for small
-    ///   objects' (and large objects' first-byte) latency; we take that range as the tail
-    ///   (GET p99 150 ms) with a median of 30 ms, as requests that meet no queue return well
-    ///   under the documented range; PUT p50 50 / p99 250 ms and LIST p50 60 / p99 300 ms,
-    ///   since both do more work per request than a GET (no published figure; change them
-    ///   with `--put-latency`/`--list-latency`). Rates: "at least 3,500
-    ///   PUT/COPY/POST/DELETE or 5,500 GET/HEAD requests per second per partitioned prefix"
-    ///   (Amazon S3 User Guide, "Best practices design patterns: optimizing Amazon S3
-    ///   performance"). Per connection: 90 MB/s — the aws-c-s3 README says one S3 connection's
-    ///   throughput is capped ("the only way to go faster is multiple parallel connections"),
-    ///   and practitioners measure 85–100 MB/s per connection; aws-c-s3 itself plans
-    ///   10 connections per 4 Gbit/s address (50 MB/s each), so 90 MB/s is the generous end.
-    /// - `s3-express` — an S3 Express One Zone directory bucket in the client's zone:
-    ///   "consistent single-digit millisecond first-byte read and write request latencies"
-    ///   (p50 2 ms, p99 8 ms for reads; 3/10 ms writes; 4/12 ms lists), and "each directory
-    ///   bucket supports up to 200,000 reads and up to 100,000 writes per second" — so the
-    ///   partition is the bucket ("Optimizing S3 Express One Zone performance"). No
-    ///   per-connection cap is documented; none is applied.
-    /// - `on-prem` — one node of a self-hosted store (MinIO, Ceph RGW, Garage) behind a
-    ///   25 GbE port, the smallest link MinIO's hardware checklist recommends for production:
-    ///   node bandwidth 3.125 GB/s shared by all connections, p50 1 ms / p99 5 ms (an idle
-    ///   node on a local network; queueing shows up on top of it), no request-rate limit.
+    /// A named preset: `s3-standard` (a general-purpose S3 bucket read from EC2 in the same
+    /// region), `s3-express` (an S3 Express One Zone directory bucket in the client's zone)
+    /// or `on-prem` (one node of a self-hosted store behind the smallest link MinIO's
+    /// hardware checklist recommends). The values below are their one definition; the
+    /// published figure behind each, and where we chose within a documented range, are in
+    /// docs/design.md, "Service profiles".
     pub fn named(name: &str) -> Result<Self, String> {
         let mut p = Self::loopback();
         p.name = name.to_owned();
