@@ -235,7 +235,8 @@ impl ObjectStore for FsStore {
         Ok(Box::new(w))
     }
 
-    /// HEAD, DELETE and COPY as requests, as every store takes them (`ObjectStoreExt`).
+    /// HEAD, DELETE (one object or a batch) and COPY as requests, as every store takes them
+    /// (`ObjectStoreExt`).
     async fn send(&self, req: Request<'_>) -> Result<Reply> {
         Operations::send(self, req).await
     }
