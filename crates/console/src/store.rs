@@ -48,6 +48,9 @@ impl StoreArgs {
         if uris.iter().any(s3) {
             return self.config().await;
         }
+        // No AWS configuration to resolve, but the settings that apply to any store (the
+        // loader's, the runtime's) are checked as a client's would be.
+        sluice_core::settings::check(&|k| std::env::var(k).ok())?;
         Ok(StoreConfig::new(
             None,
             sluice_core::config::DEFAULT_REGION,

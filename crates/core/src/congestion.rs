@@ -51,10 +51,11 @@
 //! - **additive increase**: after a cut, each answer raises the limit by `1 / limit` (one
 //!   request per limit's worth of answers) back to where it was cut — the throttling
 //!   store's ceiling, probed again later;
-//! - **gate**: once the limit is down to one request, a throttle also holds every new
-//!   request of the client for a full-jitter backoff that doubles with each throttle in a row
+//! - **gate**: once a kind's limit is down to one request, a throttle also holds every new
+//!   request of that kind for a full-jitter backoff that doubles with each throttle in a row
 //!   (the retry policy's base and cap) and resets on the first answer: below one request in
-//!   flight, the gate is what slows a client further.
+//!   flight, the gate is what slows a client further. Other kinds go on (S3 throttles them
+//!   apart).
 //!
 //! The limit never exceeds `max_connections` (default 256; the memory budget bounds what
 //! the loader asks for). [`Concurrency::Fixed`] (what `SLUICE_MAX_CONNECTIONS` sets) starts
@@ -263,6 +264,8 @@ struct State {
     last: Option<Decision>,
     /// No request of this kind has been sent yet (`Congestion::acquire` may seed it).
     fresh: bool,
+    /// A round kept full has been judged: the limit is the search's, not a guess.
+    judged: bool,
 }
 
 impl State {
@@ -590,12 +593,12 @@ impl Congestion {
     /// and the store did not. Metadata, whose requests wait on latency alone, neither seeds
     /// nor is seeded: a burst of HEADs can hold the cap where bytes would only queue.
     fn seed(&self, kind: Kind) {
-        let other = match kind {
-            Kind::Read => Kind::Write,
-            Kind::Write => Kind::Read,
-            Kind::Meta => return,
+        let held = match kind {
+            Kind::Read => self.limiters[Kind::Write as usize].held(),
+            Kind::Write => self.limiters[Kind::Read as usize].held(),
+            // Only clears its first-request mark.
+            Kind::Meta => None,
         };
-        let held = self.limiters[other as usize].held();
         self.limiters[kind as usize].start_at(held);
     }
 
@@ -607,9 +610,16 @@ impl Congestion {
     }
 
     /// The reads' limit (what the loader's window and the range size follow) and what set
-    /// it, with the throttles and cuts of every kind.
+    /// it — the writes' for a client that has only written —, with the throttles and cuts of
+    /// every kind.
     pub(crate) fn stats(&self) -> CongestionStats {
-        let mut stats = self.limiters[Kind::Read as usize].stats();
+        let unused = |k: Kind| self.limiters[k as usize].state.lock().unwrap().fresh;
+        let kind = if unused(Kind::Read) && !unused(Kind::Write) {
+            Kind::Write
+        } else {
+            Kind::Read
+        };
+        let mut stats = self.limiters[kind as usize].stats();
         let all = self.limiters.iter().map(Limiter::stats);
         (stats.throttled, stats.cuts) = all.fold((0, 0), |(t, c), s| (t + s.throttled, c + s.cuts));
         stats
@@ -662,6 +672,7 @@ impl Limiter {
                 judged_error: 0.0,
                 last: None,
                 fresh: true,
+                judged: false,
             }),
         }
     }
@@ -693,9 +704,12 @@ impl Limiter {
     }
 
     /// The limit a search of this kind has judged, if one has.
+    /// Not a start from the job ([`Phase::FromAbove`]) still being searched: that is a
+    /// guess above anything the store has answered.
     fn held(&self) -> Option<usize> {
         let s = self.state.lock().unwrap();
-        (self.mode == Concurrency::Adaptive && s.last.is_some()).then(|| s.allowed(self.max))
+        let searched = s.judged && !matches!(s.phase, Phase::FromAbove { .. });
+        (self.mode == Concurrency::Adaptive && searched).then(|| s.allowed(self.max))
     }
 
     /// Starts a fresh search at `limit` (when above its start) rather than at
@@ -853,6 +867,7 @@ impl Limiter {
         if !kept_full {
             return;
         }
+        s.judged = true;
         s.rate = rate;
         s.judged_error = if error.is_finite() { error } else { 0.0 };
         s.answer_rate = answer_rate;
@@ -1270,7 +1285,11 @@ mod tests {
         let store = |_: Instant, n: u64| (Duration::from_millis(190 + (n * 7919) % 20), Ok(()));
         simulate_kind(&c, 64, Kind::Write, Duration::from_millis(1500), store).await;
         assert_eq!(stats_of(&c, Kind::Write).limit, 64);
-        assert_eq!(c.stats().limit, ADAPTIVE_START, "no read sent yet");
+        assert_eq!(
+            stats_of(&c, Kind::Read).limit,
+            ADAPTIVE_START,
+            "no read sent yet"
+        );
         let limits = simulate_kind(&c, 64, Kind::Read, Duration::from_millis(500), store).await;
         assert!(limits.iter().skip(1).all(|l| *l == 64), "{limits:?}");
         let reads = stats_of(&c, Kind::Read);
@@ -1288,6 +1307,21 @@ mod tests {
         // Metadata neither seeds nor is seeded.
         c.acquire(Kind::Meta).await.finish(&Ok(()));
         assert_eq!(stats_of(&c, Kind::Meta).limit, ADAPTIVE_START);
+        // A job's guess is no limit the store answered: writes do not start from it.
+        let c = adaptive(256);
+        c.expect_requests(256);
+        c.acquire(Kind::Write).await.finish(&Ok(()));
+        assert_eq!(stats_of(&c, Kind::Write).limit, ADAPTIVE_START);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_only_writes_reports_its_writes() {
+        let c = Congestion::new(8, Concurrency::Fixed, quick());
+        c.acquire(Kind::Write).await.finish(&slow_down());
+        let s = c.stats();
+        assert_eq!((s.limit, s.throttled, s.cuts), (5, 1, 1), "8 x 0.7: {s:?}");
+        c.acquire(Kind::Read).await.finish(&Ok(()));
+        assert_eq!(c.stats().limit, 8, "reads, once there are any");
     }
 
     #[tokio::test(start_paused = true)]

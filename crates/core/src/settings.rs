@@ -410,8 +410,13 @@ pub const THREADS: Setting<usize> = Setting {
     flag: None,
     python: None,
     default: "CPUs available",
-    doc: "the async runtime's worker threads",
-    parse: positive,
+    doc: "the async runtime's worker threads; `0` or `auto`: one per CPU available",
+    parse: |s| match s.to_ascii_lowercase().as_str() {
+        "0" | "auto" => Ok(0),
+        n => n
+            .parse()
+            .map_err(|_| "a number of threads such as 8, or 0 or auto for one per CPU"),
+    },
 };
 
 /// What is logged.
@@ -622,7 +627,7 @@ mod tests {
             ("SLUICE_SHM_POOL_SIZE", "lots", "4GiB"),
             ("SLUICE_SHM_POOL_SIZE", "0", "4GiB"),
             ("SLUICE_POPULATE", "maybe", "on/off"),
-            ("SLUICE_THREADS", "-2", "64"),
+            ("SLUICE_THREADS", "-2", "such as 8"),
             ("AWS_MAX_ATTEMPTS", "0", "such as 5"),
             ("SLUICE_STALL_TIMEOUT", "soon", "500ms"),
         ] {

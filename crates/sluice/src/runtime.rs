@@ -7,7 +7,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let threads = sluice_core::settings::THREADS
         .from_env()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-    runtime_with_threads(threads.unwrap_or_else(cpus))
+    runtime_with_threads(threads.filter(|n| *n > 0).unwrap_or_else(cpus))
 }
 
 /// A multi-threaded runtime with `threads` worker threads (at least one).
@@ -26,6 +26,7 @@ pub fn default_threads() -> usize {
         .from_env()
         .ok()
         .flatten()
+        .filter(|n| *n > 0)
         .unwrap_or_else(cpus)
 }
 
