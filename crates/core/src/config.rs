@@ -284,7 +284,7 @@ impl StoreConfig {
             }
         };
 
-        check_region(settings::REGION.env[0], &region)?;
+        check_region(settings::REGION.info.env[0], &region)?;
         let mut cfg = Self::new(endpoint, region, credentials);
         cfg.endpoints = endpoints;
         if settings::PIN_ENDPOINT_BY_RANK.read(&get)? == Some(true) {
@@ -322,7 +322,7 @@ impl StoreConfig {
         if let Some(n) = settings::MULTIPART_PART_SIZE.read(&get)? {
             if n < MIN_PART_SIZE {
                 return Err(Error::config(
-                    settings::MULTIPART_PART_SIZE.env[0],
+                    settings::MULTIPART_PART_SIZE.info.env[0],
                     format!("{n} is below S3's 5 MiB minimum part size"),
                 ));
             }

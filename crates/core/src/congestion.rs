@@ -560,11 +560,14 @@ impl Congestion {
     /// kind's limit are in flight, and fewer than the cap of all kinds.
     pub(crate) async fn acquire(&self, kind: Kind) -> Permit<'_> {
         let limiter = &self.limiters[kind as usize];
-        if limiter.state.lock().unwrap().fresh {
-            self.seed(kind);
-        }
         loop {
-            let gate = limiter.state.lock().unwrap().gate;
+            let (fresh, gate) = {
+                let s = limiter.state.lock().unwrap();
+                (s.fresh, s.gate)
+            };
+            if fresh {
+                self.seed(kind);
+            }
             if let Some(until) = gate.filter(|g| *g > Instant::now()) {
                 tokio::time::sleep_until(until).await;
                 continue;

@@ -14,18 +14,8 @@ use std::time::Duration;
 /// One setting: where it is read from and what it takes. `T` is its parsed value.
 #[derive(Debug)]
 pub struct Setting<T: 'static> {
-    /// What the setting is, in a few words (the docs' first column).
-    pub name: &'static str,
-    /// The environment variables that set it, first found wins (none: an argument only).
-    pub env: &'static [&'static str],
-    /// The `sluice` flag that sets it for one command.
-    pub flag: Option<&'static str>,
-    /// The `sluice.Client` keyword that sets it for one client.
-    pub python: Option<&'static str>,
-    /// What holds when nothing sets it.
-    pub default: &'static str,
-    /// What it does, for the docs.
-    pub doc: &'static str,
+    /// What it is and where it is read from.
+    pub info: Info,
     /// Its grammar; `Err` names the forms it takes, with an example.
     pub parse: fn(&str) -> std::result::Result<T, &'static str>,
 }
@@ -33,7 +23,8 @@ pub struct Setting<T: 'static> {
 impl<T> Setting<T> {
     /// The first of its variables set to more than blanks, with that variable's name.
     pub fn lookup(&self, get: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
-        self.env
+        self.info
+            .env
             .iter()
             .find_map(|var| Some((*var, get(var).filter(|v| !v.trim().is_empty())?)))
     }
@@ -58,38 +49,31 @@ impl<T> Setting<T> {
 /// A setting of any value type, as the table lists it.
 pub trait Described: Sync {
     /// What it is, where it is read from and its doc line.
-    fn info(&self) -> Info;
+    fn info(&self) -> &Info;
     /// Whether its value in `get`, if any, parses.
     fn check(&self, get: &dyn Fn(&str) -> Option<String>) -> Result<()>;
 }
 
-/// A setting's description, without its parser.
+/// What a setting is and where it is read from: everything but its parser.
 #[derive(Debug, Clone, Copy)]
 pub struct Info {
-    /// See [`Setting::name`].
+    /// What the setting is, in a few words (the docs' first column).
     pub name: &'static str,
-    /// See [`Setting::env`].
+    /// The environment variables that set it, first found wins (none: an argument only).
     pub env: &'static [&'static str],
-    /// See [`Setting::flag`].
+    /// The `sluice` flag that sets it for one command.
     pub flag: Option<&'static str>,
-    /// See [`Setting::python`].
+    /// The `sluice.Client` keyword that sets it for one client.
     pub python: Option<&'static str>,
-    /// See [`Setting::default`].
+    /// What holds when nothing sets it.
     pub default: &'static str,
-    /// See [`Setting::doc`].
+    /// What it does, for the docs.
     pub doc: &'static str,
 }
 
 impl<T> Described for Setting<T> {
-    fn info(&self) -> Info {
-        Info {
-            name: self.name,
-            env: self.env,
-            flag: self.flag,
-            python: self.python,
-            default: self.default,
-            doc: self.doc,
-        }
+    fn info(&self) -> &Info {
+        &self.info
     }
 
     fn check(&self, get: &dyn Fn(&str) -> Option<String>) -> Result<()> {
@@ -138,279 +122,325 @@ pub static ALL: &[&dyn Described] = &[
 
 /// The client stack.
 pub const BACKEND: Setting<String> = Setting {
-    name: "client stack",
-    env: &["S3_BACKEND"],
-    flag: Some("--backend"),
-    python: Some("backend"),
-    default: "hyper",
-    doc: "`hyper`, `awssdk` or `objectstore`, among those compiled in (cargo features of the \
+    info: Info {
+        name: "client stack",
+        env: &["S3_BACKEND"],
+        flag: Some("--backend"),
+        python: Some("backend"),
+        default: "hyper",
+        doc: "`hyper`, `awssdk` or `objectstore`, among those compiled in (cargo features of the \
           same names)",
+    },
     parse: text,
 };
 
 /// The endpoint.
 pub const ENDPOINT: Setting<String> = Setting {
-    name: "endpoint",
-    env: &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
-    flag: Some("--endpoint"),
-    python: Some("endpoint"),
-    default: "AWS (`https://s3.<region>.amazonaws.com`)",
-    doc: "an `http://` or `https://` URL; a custom endpoint is addressed path-style",
+    info: Info {
+        name: "endpoint",
+        env: &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
+        flag: Some("--endpoint"),
+        python: Some("endpoint"),
+        default: "AWS (`https://s3.<region>.amazonaws.com`)",
+        doc: "an `http://` or `https://` URL; a custom endpoint is addressed path-style",
+    },
     parse: text,
 };
 
 /// Several endpoints of one store.
 pub const ENDPOINTS: Setting<String> = Setting {
-    name: "several endpoints of one store",
-    env: &["S3_ENDPOINT_URIS"],
-    flag: Some("--endpoints"),
-    python: Some("endpoints"),
-    default: "one",
-    doc: "comma-separated URLs (wins over the endpoint): each request goes to the endpoint \
+    info: Info {
+        name: "several endpoints of one store",
+        env: &["S3_ENDPOINT_URIS"],
+        flag: Some("--endpoints"),
+        python: Some("endpoints"),
+        default: "one",
+        doc: "comma-separated URLs (wins over the endpoint): each request goes to the endpoint \
           with the fewest in flight; one that does not answer is avoided (200 ms, doubling to \
           10 s, then one probe) and the retry goes to another. `sluice get` and `sluice bench` \
           print what each endpoint served; Python has `Client.endpoint_stats()`, \
           `sluice.endpoint_stats()` and `Loader.stats()[\"endpoints\"]`",
+    },
     parse: text,
 };
 
 /// One endpoint per rank.
 pub const PIN_ENDPOINT_BY_RANK: Setting<bool> = Setting {
-    name: "one endpoint per rank",
-    env: &["SLUICE_PIN_ENDPOINT_BY_RANK"],
-    flag: Some("--pin-endpoints"),
-    python: None,
-    default: "off (every rank spreads)",
-    doc: "rank `RANK` (else `OMPI_COMM_WORLD_RANK`, `PMI_RANK`) uses endpoint `rank % n` of \
+    info: Info {
+        name: "one endpoint per rank",
+        env: &["SLUICE_PIN_ENDPOINT_BY_RANK"],
+        flag: Some("--pin-endpoints"),
+        python: None,
+        default: "off (every rank spreads)",
+        doc: "rank `RANK` (else `OMPI_COMM_WORLD_RANK`, `PMI_RANK`) uses endpoint `rank % n` of \
           the endpoints alone, as DLIO assigns them (`--pin-endpoints` is `sluice bench`'s)",
+    },
     parse: switch,
 };
 
 /// The region.
 pub const REGION: Setting<String> = Setting {
-    name: "region",
-    env: &["AWS_REGION", "AWS_DEFAULT_REGION"],
-    flag: Some("--region"),
-    python: Some("region"),
-    default: "the profile's `region`, else `us-east-1`",
-    doc: "letters, digits and dashes (`us-east-1`, `garage`)",
+    info: Info {
+        name: "region",
+        env: &["AWS_REGION", "AWS_DEFAULT_REGION"],
+        flag: Some("--region"),
+        python: Some("region"),
+        default: "the profile's `region`, else `us-east-1`",
+        doc: "letters, digits and dashes (`us-east-1`, `garage`)",
+    },
     parse: text,
 };
 
 /// The AWS profile.
 pub const PROFILE: Setting<String> = Setting {
-    name: "profile",
-    env: &["AWS_PROFILE"],
-    flag: Some("--profile"),
-    python: Some("profile"),
-    default: "`default`",
-    doc: "the profile of `~/.aws/credentials` / `~/.aws/config` (or `AWS_SHARED_CREDENTIALS_FILE` \
+    info: Info {
+        name: "profile",
+        env: &["AWS_PROFILE"],
+        flag: Some("--profile"),
+        python: Some("profile"),
+        default: "`default`",
+        doc: "the profile of `~/.aws/credentials` / `~/.aws/config` (or `AWS_SHARED_CREDENTIALS_FILE` \
           / `AWS_CONFIG_FILE`); given as a flag or keyword it wins over keys in the environment, \
           as the AWS CLI's `--profile` does",
+    },
     parse: text,
 };
 
 /// Static credentials.
 pub const CREDENTIALS: Setting<String> = Setting {
-    name: "credentials",
-    env: &["AWS_ACCESS_KEY_ID"],
-    flag: None,
-    python: None,
-    default: "the profile, then web identity, ECS and instance metadata",
-    doc: "with `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`); one without the other is an \
+    info: Info {
+        name: "credentials",
+        env: &["AWS_ACCESS_KEY_ID"],
+        flag: None,
+        python: None,
+        default: "the profile, then web identity, ECS and instance metadata",
+        doc: "with `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`); one without the other is an \
           error. Secrets never appear in logs, errors or `Debug` output",
+    },
     parse: text,
 };
 
 /// Unsigned requests.
 pub const UNSIGNED: Setting<bool> = Setting {
-    name: "unsigned requests (public buckets)",
-    env: &[],
-    flag: Some("--no-sign-request"),
-    python: Some("unsigned"),
-    default: "signed",
-    doc: "no credentials are looked up",
+    info: Info {
+        name: "unsigned requests (public buckets)",
+        env: &[],
+        flag: Some("--no-sign-request"),
+        python: Some("unsigned"),
+        default: "signed",
+        doc: "no credentials are looked up",
+    },
     parse: switch,
 };
 
 /// Extra CA certificates.
 pub const CA_BUNDLE: Setting<String> = Setting {
-    name: "extra CA certificates",
-    env: &["AWS_CA_BUNDLE"],
-    flag: Some("--ca-bundle"),
-    python: Some("ca_bundle"),
-    default: "system and Mozilla roots",
-    doc: "a PEM file",
+    info: Info {
+        name: "extra CA certificates",
+        env: &["AWS_CA_BUNDLE"],
+        flag: Some("--ca-bundle"),
+        python: Some("ca_bundle"),
+        default: "system and Mozilla roots",
+        doc: "a PEM file",
+    },
     parse: text,
 };
 
 /// Attempts per request.
 pub const MAX_ATTEMPTS: Setting<u32> = Setting {
-    name: "attempts per request",
-    env: &["SLUICE_MAX_ATTEMPTS", "AWS_MAX_ATTEMPTS"],
-    flag: None,
-    python: Some("max_attempts"),
-    default: "10",
-    doc: "transient failures (throttles, 5xx, resets, timeouts) are retried with jittered \
+    info: Info {
+        name: "attempts per request",
+        env: &["SLUICE_MAX_ATTEMPTS", "AWS_MAX_ATTEMPTS"],
+        flag: None,
+        python: Some("max_attempts"),
+        default: "10",
+        doc: "transient failures (throttles, 5xx, resets, timeouts) are retried with jittered \
           backoff up to this many attempts",
+    },
     parse: attempts,
 };
 
 /// The connect timeout.
 pub const CONNECT_TIMEOUT: Setting<Duration> = Setting {
-    name: "connect timeout",
-    env: &["SLUICE_CONNECT_TIMEOUT"],
-    flag: None,
-    python: Some("connect_timeout"),
-    default: "5 s",
-    doc: "seconds (`2.5`) or with a unit (`500ms`)",
+    info: Info {
+        name: "connect timeout",
+        env: &["SLUICE_CONNECT_TIMEOUT"],
+        flag: None,
+        python: Some("connect_timeout"),
+        default: "5 s",
+        doc: "seconds (`2.5`) or with a unit (`500ms`)",
+    },
     parse: seconds,
 };
 
 /// The first-byte timeout.
 pub const FIRST_BYTE_TIMEOUT: Setting<Duration> = Setting {
-    name: "first-byte timeout",
-    env: &["SLUICE_FIRST_BYTE_TIMEOUT"],
-    flag: None,
-    python: Some("first_byte_timeout"),
-    default: "30 s",
-    doc: "from a request sent to its answer's head",
+    info: Info {
+        name: "first-byte timeout",
+        env: &["SLUICE_FIRST_BYTE_TIMEOUT"],
+        flag: None,
+        python: Some("first_byte_timeout"),
+        default: "30 s",
+        doc: "from a request sent to its answer's head",
+    },
     parse: seconds,
 };
 
 /// The stall timeout.
 pub const STALL_TIMEOUT: Setting<Duration> = Setting {
-    name: "stall timeout",
-    env: &["SLUICE_STALL_TIMEOUT"],
-    flag: None,
-    python: Some("stall_timeout"),
-    default: "20 s",
-    doc: "a body that sends nothing for this long is cut and resumed",
+    info: Info {
+        name: "stall timeout",
+        env: &["SLUICE_STALL_TIMEOUT"],
+        flag: None,
+        python: Some("stall_timeout"),
+        default: "20 s",
+        doc: "a body that sends nothing for this long is cut and resumed",
+    },
     parse: seconds,
 };
 
 /// Path-style addressing.
 pub const PATH_STYLE: Setting<bool> = Setting {
-    name: "path-style addressing",
-    env: &["SLUICE_PATH_STYLE"],
-    flag: None,
-    python: None,
-    default: "path-style for custom endpoints",
-    doc: "`1` or `0`",
+    info: Info {
+        name: "path-style addressing",
+        env: &["SLUICE_PATH_STYLE"],
+        flag: None,
+        python: None,
+        default: "path-style for custom endpoints",
+        doc: "`1` or `0`",
+    },
     parse: switch,
 };
 
 /// The multipart threshold.
 pub const MULTIPART_THRESHOLD: Setting<u64> = Setting {
-    name: "multipart threshold",
-    env: &["SLUICE_MULTIPART_THRESHOLD"],
-    flag: None,
-    python: None,
-    default: "16 MiB",
-    doc: "a PUT this large or larger is a multipart upload",
+    info: Info {
+        name: "multipart threshold",
+        env: &["SLUICE_MULTIPART_THRESHOLD"],
+        flag: None,
+        python: None,
+        default: "16 MiB",
+        doc: "a PUT this large or larger is a multipart upload",
+    },
     parse: size,
 };
 
 /// The multipart part size.
 pub const MULTIPART_PART_SIZE: Setting<u64> = Setting {
-    name: "multipart part size",
-    env: &["SLUICE_MULTIPART_PART_SIZE"],
-    flag: None,
-    python: None,
-    default: "16 MiB",
-    doc: "at least 5 MiB (S3's minimum); a writer's `part_size=` sets one writer's",
+    info: Info {
+        name: "multipart part size",
+        env: &["SLUICE_MULTIPART_PART_SIZE"],
+        flag: None,
+        python: None,
+        default: "16 MiB",
+        doc: "at least 5 MiB (S3's minimum); a writer's `part_size=` sets one writer's",
+    },
     parse: size,
 };
 
 /// Parts in flight of the streaming uploads.
 pub const PARTS_IN_FLIGHT: Setting<usize> = Setting {
-    name: "parts in flight of the streaming uploads",
-    env: &["SLUICE_PARTS_IN_FLIGHT"],
-    flag: None,
-    python: None,
-    default: "adaptive, 4 → 32 parts",
-    doc: "unset: one window for all the uploads of a client (`sluice cp`, the writers, \
+    info: Info {
+        name: "parts in flight of the streaming uploads",
+        env: &["SLUICE_PARTS_IN_FLIGHT"],
+        flag: None,
+        python: None,
+        default: "adaptive, 4 → 32 parts",
+        doc: "unset: one window for all the uploads of a client (`sluice cp`, the writers, \
           `torch.save`, checkpoints), found while they upload: from 4, doubling while a \
           doubling raises the rate of answered parts by 15%, or halving where the first \
           doubling did not pay; within 512 MiB of parts per client. `N` fixes N per writer; \
           `writer(..., max_in_flight=N)` one writer's",
+    },
     parse: positive,
 };
 
 /// HTTP/2.
 pub const HTTP2: Setting<bool> = Setting {
-    name: "HTTP/2",
-    env: &["SLUICE_HTTP2"],
-    flag: None,
-    python: None,
-    default: "HTTP/1.1",
-    doc: "`1`: hyper and objectstore offer h2 (awssdk's client always offers it by ALPN; S3 \
+    info: Info {
+        name: "HTTP/2",
+        env: &["SLUICE_HTTP2"],
+        flag: None,
+        python: None,
+        default: "HTTP/1.1",
+        doc: "`1`: hyper and objectstore offer h2 (awssdk's client always offers it by ALPN; S3 \
           itself serves HTTP/1.1 only)",
+    },
     parse: switch,
 };
 
 /// Requests in flight per client.
 pub const MAX_CONNECTIONS: Setting<usize> = Setting {
-    name: "requests in flight per client",
-    env: &["SLUICE_MAX_CONNECTIONS"],
-    flag: Some("--jobs"),
-    python: None,
-    default: "adaptive, 16 → 256",
-    doc: "unset: found at run time, for reads, metadata and writes apart under this cap (a \
+    info: Info {
+        name: "requests in flight per client",
+        env: &["SLUICE_MAX_CONNECTIONS"],
+        flag: Some("--jobs"),
+        python: None,
+        default: "adaptive, 16 → 256",
+        doc: "unset: found at run time, for reads, metadata and writes apart under this cap (a \
           fresh client whose job knows its objects starts from the requests they need at \
           once, within its memory), doubling while the store's rate follows, ×0.7 on a \
           throttle, timeout or reset (`Client.congestion()` shows it). `N` fixes it at N, cut \
           only while the store throttles; `sluice get -j N` for one command",
+    },
     parse: positive,
 };
 
 /// GET bodies read in place.
 pub const DIRECT_GET: Setting<bool> = Setting {
-    name: "GET bodies read in place (hyper)",
-    env: &["SLUICE_DIRECT_GET"],
-    flag: None,
-    python: None,
-    default: "on",
-    doc: "`0` sends GETs through hyper, whose read buffer costs a second copy of every byte, \
+    info: Info {
+        name: "GET bodies read in place (hyper)",
+        env: &["SLUICE_DIRECT_GET"],
+        flag: None,
+        python: None,
+        default: "on",
+        doc: "`0` sends GETs through hyper, whose read buffer costs a second copy of every byte, \
           instead of reading each body from the socket straight into its buffer (HTTP/1.1 \
           only)",
+    },
     parse: switch,
 };
 
 /// Upload checksums.
 pub const UPLOAD_CHECKSUMS: Setting<bool> = Setting {
-    name: "upload checksums (hyper, awssdk)",
-    env: &["AWS_REQUEST_CHECKSUM_CALCULATION"],
-    flag: None,
-    python: None,
-    default: "`when_supported` (on)",
-    doc: "`when_supported`: each PUT and part carries its CRC64NVME, CompleteMultipartUpload \
+    info: Info {
+        name: "upload checksums (hyper, awssdk)",
+        env: &["AWS_REQUEST_CHECKSUM_CALCULATION"],
+        flag: None,
+        python: None,
+        default: "`when_supported` (on)",
+        doc: "`when_supported`: each PUT and part carries its CRC64NVME, CompleteMultipartUpload \
           the whole object's, and the store refuses bytes that do not match (object_store can \
           send none). A store too old to know CRC64NVME (Garage before 2.x, older MinIO or \
           Ceph) refuses a multipart upload that asks for it: set `when_required` there",
+    },
     parse: when,
 };
 
 /// Download checksums.
 pub const DOWNLOAD_CHECKSUMS: Setting<bool> = Setting {
-    name: "download checksums (hyper, awssdk)",
-    env: &["AWS_RESPONSE_CHECKSUM_VALIDATION"],
-    flag: None,
-    python: None,
-    default: "`when_required` (off; [benchmarks.md](benchmarks.md) says why)",
-    doc: "`when_supported`: whole-object GETs ask for the store's CRC64NVME and check the bytes \
+    info: Info {
+        name: "download checksums (hyper, awssdk)",
+        env: &["AWS_RESPONSE_CHECKSUM_VALIDATION"],
+        flag: None,
+        python: None,
+        default: "`when_required` (off; [benchmarks.md](benchmarks.md) says why)",
+        doc: "`when_supported`: whole-object GETs ask for the store's CRC64NVME and check the bytes \
           against it (a mismatch is an `Integrity` error naming both values)",
+    },
     parse: when,
 };
 
 /// Runtime threads.
 pub const THREADS: Setting<usize> = Setting {
-    name: "runtime threads",
-    env: &["SLUICE_THREADS"],
-    flag: None,
-    python: None,
-    default: "CPUs available",
-    doc: "the async runtime's worker threads; `0` or `auto`: one per CPU available",
+    info: Info {
+        name: "runtime threads",
+        env: &["SLUICE_THREADS"],
+        flag: None,
+        python: None,
+        default: "CPUs available",
+        doc: "the async runtime's worker threads; `0` or `auto`: one per CPU available",
+    },
     parse: |s| match s.to_ascii_lowercase().as_str() {
         "0" | "auto" => Ok(0),
         n => n
@@ -421,76 +451,88 @@ pub const THREADS: Setting<usize> = Setting {
 
 /// What is logged.
 pub const LOG: Setting<String> = Setting {
-    name: "log",
-    env: &["SLUICE_LOG", "RUST_LOG"],
-    flag: Some("--log-level"),
-    python: None,
-    default: "warnings",
-    doc: "a level (`info`, `debug`) or a filter (`sluice=debug,hyper=info`), on stderr; `-v` \
+    info: Info {
+        name: "log",
+        env: &["SLUICE_LOG", "RUST_LOG"],
+        flag: Some("--log-level"),
+        python: None,
+        default: "warnings",
+        doc: "a level (`info`, `debug`) or a filter (`sluice=debug,hyper=info`), on stderr; `-v` \
           and `-vv` are `info` and `debug`",
+    },
     parse: text,
 };
 
 /// Huge pages for fresh buffers.
 pub const HUGEPAGES: Setting<bool> = Setting {
-    name: "huge pages for fresh buffers",
-    env: &["SLUICE_HUGEPAGES"],
-    flag: None,
-    python: None,
-    default: "off",
-    doc: "`1` asks for them (`MADV_HUGEPAGE`; [benchmarks.md](benchmarks.md), \"The first \
+    info: Info {
+        name: "huge pages for fresh buffers",
+        env: &["SLUICE_HUGEPAGES"],
+        flag: None,
+        python: None,
+        default: "off",
+        doc: "`1` asks for them (`MADV_HUGEPAGE`; [benchmarks.md](benchmarks.md), \"The first \
           pass\", has what they did to a first pass)",
+    },
     parse: switch,
 };
 
 /// The heap handed back.
 pub const MALLOC_TRIM: Setting<bool> = Setting {
-    name: "free heap handed back",
-    env: &["SLUICE_MALLOC_TRIM"],
-    flag: None,
-    python: None,
-    default: "on",
-    doc: "`0` stops the thread that calls glibc's `malloc_trim` every 10 s when more than 64 \
+    info: Info {
+        name: "free heap handed back",
+        env: &["SLUICE_MALLOC_TRIM"],
+        flag: None,
+        python: None,
+        default: "on",
+        doc: "`0` stops the thread that calls glibc's `malloc_trim` every 10 s when more than 64 \
           MiB of the heap lie free, in a process that reads through a loader",
+    },
     parse: switch,
 };
 
 /// Fresh buffers faulted in at once.
 pub const POPULATE: Setting<bool> = Setting {
-    name: "fresh buffers faulted in at once",
-    env: &["SLUICE_POPULATE"],
-    flag: None,
-    python: None,
-    default: "on",
-    doc: "`0` leaves a new pool buffer (4 MiB … 1 GiB) to fault page by page instead of one \
+    info: Info {
+        name: "fresh buffers faulted in at once",
+        env: &["SLUICE_POPULATE"],
+        flag: None,
+        python: None,
+        default: "on",
+        doc: "`0` leaves a new pool buffer (4 MiB … 1 GiB) to fault page by page instead of one \
           `MADV_POPULATE_WRITE` before its bytes arrive",
+    },
     parse: switch,
 };
 
 /// Buffers that outlive the process.
 pub const SHM_POOL: Setting<String> = Setting {
-    name: "buffers that outlive the process",
-    env: &["SLUICE_SHM_POOL"],
-    flag: None,
-    python: None,
-    default: "off",
-    doc: "a directory on a tmpfs such as `/dev/shm`: the buffer pool's memory lives in a file \
+    info: Info {
+        name: "buffers that outlive the process",
+        env: &["SLUICE_SHM_POOL"],
+        flag: None,
+        python: None,
+        default: "off",
+        doc: "a directory on a tmpfs such as `/dev/shm`: the buffer pool's memory lives in a file \
           `DIR/slot-N` that each process claims for its life (`flock`), so the next process \
           (the next epoch's DataLoader worker) finds its pages already there instead of fresh \
           memory the kernel must zero. The files stay until DIR is removed; `sluice-dlio` and \
           `python -m sluice.compat.alias` make one per process under `/dev/shm` and remove it \
           at exit (`off` to go without)",
+    },
     parse: text,
 };
 
 /// The size of each shared-memory slot.
 pub const SHM_POOL_SIZE: Setting<u64> = Setting {
-    name: "shared-memory slot size",
-    env: &["SLUICE_SHM_POOL_SIZE"],
-    flag: None,
-    python: None,
-    default: "4 GiB",
-    doc: "caps each slot of `SLUICE_SHM_POOL`; beyond it, private memory",
+    info: Info {
+        name: "shared-memory slot size",
+        env: &["SLUICE_SHM_POOL_SIZE"],
+        flag: None,
+        python: None,
+        default: "4 GiB",
+        doc: "caps each slot of `SLUICE_SHM_POOL`; beyond it, private memory",
+    },
     parse: |s| size(s).and_then(|n| if n == 0 { Err(SIZE) } else { Ok(n) }),
 };
 
