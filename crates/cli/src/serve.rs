@@ -77,7 +77,7 @@ pub struct ShapingArgs {
     /// bucket
     #[arg(long, value_name = "RULE", value_parser = check("rate-partition"))]
     rate_partition: Option<String>,
-    /// Pace each connection's GET and PUT bodies: 90MB/s, 1Gbit/s, or none
+    /// Pace each connection's GET and PUT bodies: 90MiB/s, 1Gbit/s, or none
     #[arg(long, value_name = "RATE", value_parser = check("connection-bandwidth"))]
     connection_bandwidth: Option<String>,
     /// Pace all connections together, as a node behind one link: 25Gbit/s, or none

@@ -214,15 +214,15 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::store::ObjectStoreExt;
-    use crate::testing::{self, Faulty, MemoryWire, Op, reset, slow_down};
+    use crate::testing::{self, MemoryWire, Op, reset, slow_down};
     use bytes::Bytes;
     use futures::TryStreamExt;
     use std::time::Duration;
 
-    type Store = S3Store<Faulty<MemoryWire>>;
+    type Store = S3Store<MemoryWire>;
 
     fn store_with(cfg: StoreConfig, wire: impl FnOnce(MemoryWire) -> MemoryWire) -> Store {
-        S3Store::over(Faulty::new(wire(MemoryWire::new(cfg))))
+        S3Store::over(wire(MemoryWire::new(cfg)))
     }
 
     fn store() -> Store {
@@ -240,7 +240,7 @@ mod tests {
     #[tokio::test]
     async fn head_retries_a_slow_down_then_answers() {
         let s = store();
-        s.wire().inner().insert(&uri("a"), data(10));
+        s.wire().insert(&uri("a"), data(10));
         s.wire().fail(Op::HeadObject, 2, slow_down);
         assert_eq!(s.head(&uri("a")).await.unwrap().size, 10);
         assert_eq!(s.wire().calls(Op::HeadObject), 3);
@@ -251,7 +251,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_sent_as_a_value_gets_the_same_policy() {
         let s = store();
-        s.wire().inner().insert(&uri("a"), data(10));
+        s.wire().insert(&uri("a"), data(10));
         s.wire().fail(Op::HeadObject, 1, reset);
         let reply = s
             .send(Request::HeadObject { uri: &uri("a") })
@@ -288,7 +288,7 @@ mod tests {
             s.abort_upload(u).await.unwrap();
         }
         s.abort_upload(&found[0]).await.unwrap();
-        assert_eq!(s.wire().inner().open_uploads(), 1, "only other/e is left");
+        assert_eq!(s.wire().open_uploads(), 1, "only other/e is left");
     }
 
     #[tokio::test]
@@ -314,7 +314,7 @@ mod tests {
     #[tokio::test]
     async fn delete_many_sends_batches_of_one_bucket_and_reports_refused_keys() {
         let s = store();
-        let mem = s.wire().inner();
+        let mem = s.wire();
         let mut uris: Vec<ObjectUri> = (0..2500).map(|i| uri(&format!("k{i:04}"))).collect();
         for u in &uris {
             mem.insert(u, data(3));
@@ -352,11 +352,11 @@ mod tests {
     async fn copy_is_made_by_the_store_and_retried() {
         let s = store();
         let want = data(1000);
-        let etag = s.wire().inner().insert(&uri("src"), want.clone());
+        let etag = s.wire().insert(&uri("src"), want.clone());
         s.wire().fail(Op::CopyObject, 1, slow_down);
         let info = s.copy(&uri("src"), &uri("dst")).await.unwrap().unwrap();
         assert_eq!(info.etag.as_deref(), Some(etag.as_str()));
-        assert_eq!(s.wire().inner().object(&uri("dst")), Some(want));
+        assert_eq!(s.wire().object(&uri("dst")), Some(want));
         assert_eq!(s.wire().calls(Op::CopyObject), 2);
         let e = s.copy(&uri("nope"), &uri("dst2")).await.unwrap_err();
         assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
@@ -366,8 +366,8 @@ mod tests {
     async fn a_cut_body_resumes_from_the_byte_reached() {
         let s = store();
         let want = data(300_000);
-        s.wire().inner().insert(&uri("a"), want.clone());
-        s.wire().inner().cut_bodies(100_000, 2);
+        s.wire().insert(&uri("a"), want.clone());
+        s.wire().cut_bodies(100_000, 2);
         let mut seg = Segment::growable();
         let info = s
             .get_into_with(&uri("a"), &GetOptions::default(), &mut seg)
@@ -380,8 +380,8 @@ mod tests {
     #[tokio::test]
     async fn a_pinned_version_that_changed_is_an_integrity_error() {
         let s = store();
-        let old = s.wire().inner().insert(&uri("a"), data(1000));
-        s.wire().inner().insert(&uri("a"), data(2000));
+        let old = s.wire().insert(&uri("a"), data(1000));
+        s.wire().insert(&uri("a"), data(2000));
         let opts = GetOptions {
             range: None,
             if_match: Some(old),
@@ -401,7 +401,7 @@ mod tests {
     async fn listing_follows_pages_and_retries_a_failed_one() {
         let s = store_with(testing::config(), |w| w.with_page_size(2));
         for i in 0..7 {
-            s.wire().inner().insert(&uri(&format!("p/{i}")), data(i));
+            s.wire().insert(&uri(&format!("p/{i}")), data(i));
         }
         s.wire().fail(Op::ListObjectsV2, 1, reset);
         let keys: Vec<String> = s
@@ -420,7 +420,7 @@ mod tests {
         let info = s.put(&uri("a"), data(1000).into()).await.unwrap();
         assert_eq!(info.parts, None);
         assert_eq!(s.wire().calls(Op::PutObject), 1);
-        assert_eq!(s.wire().inner().object(&uri("a")).unwrap(), data(1000));
+        assert_eq!(s.wire().object(&uri("a")).unwrap(), data(1000));
     }
 
     fn multipart_config() -> StoreConfig {
@@ -439,8 +439,8 @@ mod tests {
         assert_eq!(info.parts, Some(3));
         assert!(info.etag.unwrap().ends_with("-3\""));
         assert_eq!(s.wire().calls(Op::UploadPart), 3 + 1);
-        assert_eq!(s.wire().inner().object(&uri("big")).unwrap(), want);
-        assert_eq!(s.wire().inner().open_uploads(), 0);
+        assert_eq!(s.wire().object(&uri("big")).unwrap(), want);
+        assert_eq!(s.wire().open_uploads(), 0);
     }
 
     #[tokio::test]
@@ -450,8 +450,8 @@ mod tests {
         let e = s.put(&uri("big"), data(12 << 20).into()).await.unwrap_err();
         assert!(matches!(e, Error::Service { status: 503, .. }), "{e:?}");
         assert_eq!(s.wire().calls(Op::AbortMultipartUpload), 1);
-        assert_eq!(s.wire().inner().open_uploads(), 0);
-        assert!(s.wire().inner().object(&uri("big")).is_none());
+        assert_eq!(s.wire().open_uploads(), 0);
+        assert!(s.wire().object(&uri("big")).is_none());
     }
 
     #[tokio::test]
@@ -460,7 +460,7 @@ mod tests {
         cfg.max_connections = 2;
         let s = store_with(cfg, |w| w.with_latency(Duration::from_millis(20)));
         for i in 0..8 {
-            s.wire().inner().insert(&uri(&format!("o{i}")), data(100));
+            s.wire().insert(&uri(&format!("o{i}")), data(100));
         }
         let gets = (0..8).map(|i| {
             let s = s.clone();
@@ -469,6 +469,6 @@ mod tests {
         for got in futures::future::join_all(gets).await {
             assert_eq!(got.unwrap(), data(100));
         }
-        assert_eq!(s.wire().inner().peak_in_flight(), 2);
+        assert_eq!(s.wire().peak_in_flight(), 2);
     }
 }

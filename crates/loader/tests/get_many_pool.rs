@@ -2,7 +2,7 @@
 //! one per process and the other `get_many` tests would draw from it concurrently.
 
 use bytes::Bytes;
-use sluice_core::testing::{self, Faulty, MemoryWire};
+use sluice_core::testing::{self, MemoryWire};
 use sluice_core::{ObjectStore, ObjectUri, S3Store};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,12 +23,10 @@ fn data(key: &str, len: usize) -> Bytes {
 /// what stays idle is within the cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_many_reuses_the_memory_of_earlier_calls_within_its_cap() {
-    let s = Arc::new(S3Store::over(Faulty::new(MemoryWire::new(
-        testing::config(),
-    ))));
+    let s = Arc::new(S3Store::over(MemoryWire::new(testing::config())));
     let keys: Vec<String> = (0..8).map(|i| format!("reuse{i}")).collect();
     for k in &keys {
-        s.wire().inner().insert(&uri(k), data(k, 300_000));
+        s.wire().insert(&uri(k), data(k, 300_000));
     }
     let uris: Vec<ObjectUri> = keys.iter().map(|k| uri(k)).collect();
     let first = sluice_loader::get_many(s.clone(), uris.clone(), Some(4))

@@ -2,17 +2,15 @@
 //! (the same loader over HTTP and every backend: `crates/sluice/tests/loader.rs`).
 
 use bytes::Bytes;
-use sluice_core::testing::{self, Faulty, MemoryWire, Op, reset};
+use sluice_core::testing::{self, MemoryWire, Op, reset};
 use sluice_core::{ObjectUri, S3Store};
 use sluice_loader::{Dataset, Loader, LoaderOptions, OnError, Order};
 use std::sync::Arc;
 
-type Store = S3Store<Faulty<MemoryWire>>;
+type Store = S3Store<MemoryWire>;
 
 fn store() -> Arc<Store> {
-    Arc::new(S3Store::over(Faulty::new(MemoryWire::new(
-        testing::config(),
-    ))))
+    Arc::new(S3Store::over(MemoryWire::new(testing::config())))
 }
 
 fn uri(key: &str) -> ObjectUri {
@@ -31,7 +29,7 @@ fn data(key: &str, len: usize) -> Bytes {
 async fn dataset(s: &Store, n: usize, len: impl Fn(usize) -> usize) -> Dataset {
     for i in 0..n {
         let key = format!("d/{i:03}");
-        s.wire().inner().insert(&uri(&key), data(&key, len(i)));
+        s.wire().insert(&uri(&key), data(&key, len(i)));
     }
     Dataset::from_prefix(s, &uri("d/"), None).await.unwrap()
 }
@@ -67,7 +65,7 @@ async fn every_object_arrives_once_in_order_with_its_bytes() {
 async fn a_large_object_is_read_in_ranges_that_resume_when_cut() {
     let s = store();
     let ds = dataset(&s, 1, |_| 10 << 20).await;
-    s.wire().inner().cut_bodies(1 << 20, 3);
+    s.wire().cut_bodies(1 << 20, 3);
     let opts = LoaderOptions {
         range_threshold: 4 << 20,
         chunk_size: Some(2 << 20),
@@ -109,7 +107,7 @@ async fn with_deliver_a_failed_object_is_an_error_naming_it_and_reading_goes_on(
 async fn fail_fast_ends_the_stream_at_the_first_failure() {
     let s = store();
     let ds = dataset(&s, 3, |_| 100).await;
-    s.wire().inner().insert(&uri("d/001"), Bytes::new());
+    s.wire().insert(&uri("d/001"), Bytes::new());
     // The listing said 100 bytes; the object is now empty: a wrong length, never retried.
     let opts = LoaderOptions {
         order: Order::Input,
@@ -134,9 +132,7 @@ async fn an_object_in_a_listing_is_read_as_the_listed_version() {
     let ds = dataset(&s, 1, |_| 1000).await;
     // Replaced after listing: the loader pins the listed ETag, so it must not hand out
     // the new bytes as if they were the object it listed.
-    s.wire()
-        .inner()
-        .insert(&uri("d/000"), data("replaced", 1000));
+    s.wire().insert(&uri("d/000"), data("replaced", 1000));
     let mut loader = Loader::new(s.clone(), &ds, LoaderOptions::default()).unwrap();
     let got = drain(&mut loader).await;
     let e = got[0].as_ref().unwrap_err();
@@ -148,11 +144,9 @@ async fn get_many_returns_every_object_in_the_order_given() {
     let s = store();
     let keys = ["b", "a", "large", "a"];
     for k in ["a", "b"] {
-        s.wire().inner().insert(&uri(k), data(k, 5000));
+        s.wire().insert(&uri(k), data(k, 5000));
     }
-    s.wire()
-        .inner()
-        .insert(&uri("large"), data("large", 40 << 20));
+    s.wire().insert(&uri("large"), data("large", 40 << 20));
     let uris: Vec<ObjectUri> = keys.iter().map(|k| uri(k)).collect();
     let got = sluice_loader::get_many(s.clone(), uris, Some(3))
         .await
@@ -176,7 +170,7 @@ async fn get_many_returns_every_object_in_the_order_given() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_many_fails_with_the_first_missing_object() {
     let s = store();
-    s.wire().inner().insert(&uri("a"), data("a", 10));
+    s.wire().insert(&uri("a"), data("a", 10));
     let uris = vec![uri("a"), uri("missing")];
     let e = sluice_loader::get_many(s.clone(), uris, Some(2))
         .await
@@ -196,9 +190,9 @@ async fn get_many_fails_with_the_first_missing_object() {
 async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
     const CHUNK: usize = 1 << 20;
     for order in [Order::Input, Order::Completion] {
-        let s = Arc::new(S3Store::over(Faulty::new(
+        let s = Arc::new(S3Store::over(
             MemoryWire::new(testing::config()).with_latency(std::time::Duration::from_millis(100)),
-        )));
+        ));
         let ds = dataset(&s, 6, |_| 6 * CHUNK).await;
         let opts = LoaderOptions {
             order,
@@ -221,7 +215,7 @@ async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), 6, "{order:?}");
-        let peak = s.wire().inner().peak_in_flight();
+        let peak = s.wire().peak_in_flight();
         assert!(
             peak > 6 && peak <= 9 + 6,
             "{order:?}: {peak} GETs at once (one object is 6 ranges, the budget 9 and one object)"
@@ -238,12 +232,12 @@ async fn a_budget_smaller_than_two_objects_overlaps_them_range_by_range() {
 async fn objects_of_unknown_size_stay_within_the_budget() {
     const MIB: usize = 1 << 20;
     for (chunk, budget, most) in [(MIB, 9 * MIB, 9 + 7), (4 * MIB, MIB, 2)] {
-        let s = Arc::new(S3Store::over(Faulty::new(
+        let s = Arc::new(S3Store::over(
             MemoryWire::new(testing::config()).with_latency(std::time::Duration::from_millis(50)),
-        )));
+        ));
         let keys: Vec<String> = (0..4).map(|i| format!("u/{i}")).collect();
         for k in &keys {
-            s.wire().inner().insert(&uri(k), data(k, 6 * MIB + 7));
+            s.wire().insert(&uri(k), data(k, 6 * MIB + 7));
         }
         let opts = LoaderOptions {
             order: Order::Input,
@@ -263,7 +257,7 @@ async fn objects_of_unknown_size_stay_within_the_budget() {
             let o = o.as_ref().unwrap();
             assert_eq!(o.data, data(k, 6 * MIB + 7), "{k}: {chunk} in {budget}");
         }
-        let peak = s.wire().inner().peak_in_flight();
+        let peak = s.wire().peak_in_flight();
         assert!(
             (1..=most).contains(&peak),
             "{chunk}-byte ranges in a {budget}-byte budget: {peak} GETs at once"
@@ -325,7 +319,7 @@ async fn read_unsized(
     const MIB: u64 = 1 << 20;
     let keys: Vec<String> = (0..sizes.len()).map(|i| format!("{prefix}{i}")).collect();
     for (k, &len) in keys.iter().zip(sizes) {
-        s.wire().inner().insert(&uri(k), data(k, len));
+        s.wire().insert(&uri(k), data(k, len));
     }
     let opts = LoaderOptions {
         order: Order::Input,

@@ -40,7 +40,7 @@ impl TestServer {
     /// real store ("loopback", "s3-standard", "s3-express", "on-prem"); keywords override one
     /// value each, as `sluice serve`'s flags of the same name (first_byte_latency="p50=30ms,
     /// p99=150ms", get_latency, put_latency, list_latency, request_rate="get=5500/s",
-    /// rate_partition, connection_bandwidth="90MB/s", node_bandwidth, latency_seed).
+    /// rate_partition, connection_bandwidth="90MiB/s", node_bandwidth, latency_seed).
     #[new]
     #[pyo3(signature = (profile="loopback", **settings))]
     fn py_new(

@@ -1,5 +1,6 @@
 //! `MemoryWire`: S3's answers from a map in memory.
 
+use super::faults::{Op, Script};
 use crate::checksum::Crc;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
@@ -10,7 +11,7 @@ use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::store::{ListEntry, ObjectMeta, PutInfo};
 use crate::uri::ObjectUri;
 use crate::wire::{BodySink, GetRequest, GetWire, ResponseHead};
-use crate::wire::{Handlers, UploadedPart};
+use crate::wire::{Handlers, Operations, Reply, Request, UploadedPart};
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -47,7 +48,8 @@ struct State {
 }
 
 /// A [`Wire`] over objects in memory. Listing pages hold `page_size` entries; each GET waits
-/// `latency` before answering, so concurrency can be observed (`peak_in_flight`).
+/// `latency` before answering, so concurrency can be observed (`peak_in_flight`). Chosen
+/// calls fail with chosen errors (`fail`), and every call is counted (`calls`).
 #[derive(Debug)]
 pub struct MemoryWire {
     cfg: StoreConfig,
@@ -57,6 +59,7 @@ pub struct MemoryWire {
     latency: Duration,
     in_flight: AtomicUsize,
     peak: AtomicUsize,
+    faults: Script,
 }
 
 impl WireFromConfig for MemoryWire {
@@ -68,6 +71,7 @@ impl WireFromConfig for MemoryWire {
             latency: Duration::ZERO,
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            faults: Script::default(),
         })
     }
 }
@@ -83,8 +87,8 @@ impl MemoryWire {
         Self::from_config(cfg).expect("a memory wire always builds")
     }
 
-    /// Another node of the same store: the same objects and uploads, its own latency
-    /// and counters (for the endpoints of one cluster).
+    /// Another node of the same store: the same objects and uploads, its own latency,
+    /// counters and faults (for the endpoints of one cluster).
     pub fn another_node(&self) -> Self {
         Self {
             cfg: self.cfg.clone(),
@@ -93,6 +97,7 @@ impl MemoryWire {
             latency: self.latency,
             in_flight: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            faults: Script::default(),
         }
     }
 
@@ -107,6 +112,16 @@ impl MemoryWire {
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
         self
+    }
+
+    /// The next `times` calls of `op` fail with `error(uri)` before reaching the objects.
+    pub fn fail(&self, op: Op, times: u32, error: fn(&ObjectUri) -> Error) {
+        self.faults.fail(op, times, error);
+    }
+
+    /// Calls of `op` so far, failed or not.
+    pub fn calls(&self, op: Op) -> u32 {
+        self.faults.calls(op)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -195,6 +210,7 @@ impl Drop for InFlight<'_> {
 #[async_trait]
 impl GetWire for MemoryWire {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
+        self.faults.call(Op::GetObject, req.uri)?;
         let _counted = InFlight::enter(self);
         if !self.latency.is_zero() {
             tokio::time::sleep(self.latency).await;
@@ -302,7 +318,29 @@ fn refuse_attributes(uri: &ObjectUri, attributes: &Attributes) -> Result<()> {
 }
 
 #[async_trait]
-impl Handlers for MemoryWire {
+impl Operations for MemoryWire {
+    async fn send(&self, req: Request<'_>) -> Result<Reply> {
+        // A batch's fault names its first object; an empty batch is never scripted.
+        if let Some(uri) = req.uri() {
+            self.faults.call(req.operation(), uri)?;
+        }
+        Answers(self).send(req).await
+    }
+}
+
+/// The memory wire's answers to each request, past its faults.
+struct Answers<'a>(&'a MemoryWire);
+
+impl std::ops::Deref for Answers<'_> {
+    type Target = MemoryWire;
+
+    fn deref(&self) -> &MemoryWire {
+        self.0
+    }
+}
+
+#[async_trait]
+impl Handlers for Answers<'_> {
     fn stack(&self) -> &'static str {
         "memory"
     }

@@ -1,13 +1,12 @@
 //! Test doubles for the policy layer and the loader, without sockets (feature `test-util`):
 //! `MemoryWire`, a [`Wire`](crate::Wire) over objects in memory that answers as S3 does (ranges, If-Match,
-//! pages, multipart ETags) and can cut bodies short; and `Faulty`, a wrapper that fails
-//! chosen calls with chosen errors. As in mountpoint-s3-client, the double is deterministic
-//! and the faults are scripted per test.
+//! pages, multipart ETags), cuts bodies short and fails chosen calls with chosen errors. As
+//! in mountpoint-s3-client, the double is deterministic and the faults are scripted per test.
 
 mod faults;
 mod memory;
 
-pub use faults::{Faulty, Op, reset, slow_down};
+pub use faults::{Op, reset, slow_down};
 pub use memory::MemoryWire;
 
 use crate::config::StoreConfig;

@@ -312,8 +312,6 @@ impl<W: Wire> Redirects<W> {
 }
 
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Redirects<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         // A redirect is an answer without a body: the same sink takes the target's answer,

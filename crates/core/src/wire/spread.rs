@@ -227,8 +227,6 @@ impl<W> Spread<W> {
 }
 
 #[async_trait]
-// A forwarding wrapper: no method may fall back to the trait's default.
-#[deny(clippy::missing_trait_methods)]
 impl<W: Wire> GetWire for Spread<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let ep = self.pick();
@@ -273,18 +271,18 @@ mod tests {
     use crate::segment::Segment;
     use crate::store::ObjectStoreExt;
     use crate::store::{GetOptions, ObjectStore};
-    use crate::testing::{self, Faulty, MemoryWire, Op, reset};
+    use crate::testing::{self, MemoryWire, Op, reset};
     use crate::uri::ObjectUri;
 
-    /// A store over `n` nodes of one in-memory cluster, each behind a `Faulty`.
-    fn cluster(n: usize, latency: Duration) -> S3Store<Spread<Faulty<MemoryWire>>> {
+    /// A store over `n` nodes of one in-memory cluster, each with its own faults.
+    fn cluster(n: usize, latency: Duration) -> S3Store<Spread<MemoryWire>> {
         let mut cfg = testing::config();
         cfg.max_connections = 64;
         let first = MemoryWire::new(cfg.clone()).with_latency(latency);
         let wires = (0..n)
             .map(|i| {
                 let url: Url = format!("http://node{i}.invalid").parse().unwrap();
-                (url, Faulty::new(first.another_node()))
+                (url, first.another_node())
             })
             .collect();
         S3Store::over(Spread::new(cfg, wires))
@@ -297,7 +295,7 @@ mod tests {
     #[tokio::test]
     async fn concurrent_requests_spread_over_every_endpoint() {
         let s = cluster(3, Duration::from_millis(20));
-        s.wire().wire(0).inner().insert(&uri("a"), vec![7u8; 1000]);
+        s.wire().wire(0).insert(&uri("a"), vec![7u8; 1000]);
         let a = uri("a");
         let gets = (0..12).map(|_| s.get(&a, None));
         for got in futures::future::join_all(gets).await {
@@ -312,7 +310,7 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_endpoint_is_avoided_and_its_attempts_go_elsewhere() {
         let s = cluster(3, Duration::ZERO);
-        s.wire().wire(0).inner().insert(&uri("a"), vec![1u8; 100]);
+        s.wire().wire(0).insert(&uri("a"), vec![1u8; 100]);
         s.wire().wire(1).fail(Op::HeadObject, 1000, reset);
         s.wire().wire(1).fail(Op::GetObject, 1000, reset);
         for _ in 0..30 {
@@ -330,8 +328,8 @@ mod tests {
     async fn a_body_cut_on_one_endpoint_resumes_on_another_pinned_to_its_version() {
         let s = cluster(2, Duration::ZERO);
         let data: Vec<u8> = (0..300_000u32).map(|i| i as u8).collect();
-        s.wire().wire(0).inner().insert(&uri("a"), data.clone());
-        s.wire().wire(0).inner().cut_bodies(100_000, 1);
+        s.wire().wire(0).insert(&uri("a"), data.clone());
+        s.wire().wire(0).cut_bodies(100_000, 1);
         let mut seg = Segment::growable();
         let info = s
             .get_into_with(&uri("a"), &GetOptions::default(), &mut seg)

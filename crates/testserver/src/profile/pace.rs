@@ -31,8 +31,8 @@ impl Bandwidth {
         self.0
     }
 
-    /// Parses `90MB/s`, `1.5GiB/s`, `25Gbit/s`, `800Mbit/s`. A unit is required: a bare
-    /// number is ambiguous between bits and bytes.
+    /// Parses a number, a byte or bit unit and `/s`: `1.5GiB/s`, `25Gbit/s`, `800Mbit/s`. A
+    /// unit is required: a bare number is ambiguous between bits and bytes.
     pub fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim();
         let body = s
