@@ -3,6 +3,7 @@
 use clap::Args;
 use sluice_console::output::Failure;
 use sluice_testserver::profile::{Bandwidth, FirstByteLatency};
+use sluice_testserver::synthetic::Spec;
 use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,6 +44,15 @@ pub struct ServeArgs {
     /// Key prefix of populated objects
     #[arg(long, default_value = "bench/")]
     prefix: String,
+    /// Serve objects computed from their keys in the first bucket, nothing kept per object:
+    /// TEMPLATE:COUNTxSIZE families, comma-separated (train/img_{i}_of_{n}.jpeg:1170301x322957,
+    /// sizes as 146600628±68341808), or presets retinanet, unet3d, dlrm, flux[:COUNT]
+    #[arg(long, value_name = "SPEC", value_parser = Spec::parse)]
+    synthetic: Option<Spec>,
+    /// Check what is written (checksums, lengths), then keep only its size and checksum, so
+    /// that a checkpoint of any size can be written; its bytes cannot be read back
+    #[arg(long, conflicts_with = "data_dir")]
+    sink: bool,
     #[command(flatten)]
     shaping: ShapingArgs,
 }
@@ -140,6 +150,8 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         data_dir: a.data_dir.clone(),
         public_buckets: a.public_buckets.clone(),
         profile: profile.clone(),
+        synthetic: a.synthetic.clone(),
+        sink: a.sink,
     };
     let server = TestServer::start(opts)
         .await
@@ -178,6 +190,12 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         "  bucket s3://{bucket}/  ({} objects populated under {})",
         a.populate, a.prefix
     );
+    if let Some(spec) = &a.synthetic {
+        println!("  synthetic s3://{bucket}/  {spec}");
+    }
+    if a.sink {
+        println!("  sink   writes are checked, then only their sizes and checksums kept");
+    }
     println!(
         "  export AWS_ENDPOINT_URL_S3={} AWS_ACCESS_KEY_ID={} AWS_REGION=us-east-1 AWS_SECRET_ACCESS_KEY=<--secret-key>",
         server.http_endpoint(),

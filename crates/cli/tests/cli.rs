@@ -605,6 +605,35 @@ async fn bad_input_fails_with_specific_messages() {
             2,
             &["--rate-partition", "first-segment or bucket"],
         ),
+        (
+            &["serve", "--synthetic", "train/img.jpeg:10x5"],
+            2,
+            &[
+                "--synthetic",
+                "neither a template with {i} nor a preset",
+                "e.g.",
+            ],
+        ),
+        (
+            &["serve", "--synthetic", "a/{i}:0x5"],
+            2,
+            &["--synthetic", "count 0", "e.g."],
+        ),
+        (
+            &["serve", "--synthetic", "a/{i}:10x0"],
+            2,
+            &["--synthetic", "is 0", "e.g."],
+        ),
+        (
+            &["serve", "--synthetic", "a/{i}:5000000000x1"],
+            2,
+            &["--synthetic", "between 1 and 4294967295", "e.g."],
+        ),
+        (
+            &["serve", "--sink", "--data-dir", "/tmp"],
+            2,
+            &["--sink", "--data-dir"],
+        ),
     ];
     for (args, code, needles) in cases {
         let out = sluice(&s, args);
@@ -630,10 +659,8 @@ async fn bad_input_fails_with_specific_messages() {
     );
 }
 
-#[test]
-fn serve_answers_and_stops() {
-    let dir = tempfile::tempdir().unwrap();
-    let stats = dir.path().join("stats.json");
+/// `sluice serve` on free ports with `args`, once it printed "ready"; and its http endpoint.
+fn spawn_serve(args: &[&str]) -> (std::process::Child, String) {
     let mut child = Command::new(BIN)
         .args([
             "serve",
@@ -641,15 +668,8 @@ fn serve_answers_and_stops() {
             "127.0.0.1:0",
             "--https-addr",
             "127.0.0.1:0",
-            "--populate",
-            "2",
-            "--object-size",
-            "1MiB",
-            "--profile",
-            "s3-express",
-            "--stats-json",
         ])
-        .arg(&stats)
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -665,7 +685,64 @@ fn serve_answers_and_stops() {
         }
         line.clear();
     }
-    let endpoint = endpoint.expect("serve prints its http endpoint");
+    (child, endpoint.expect("serve prints its http endpoint"))
+}
+
+/// A process's resident memory, from /proc.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// Ten million synthetic objects cost the server their key order (4 bytes each) and the
+/// pattern's table, not their bytes: they list, read and verify.
+#[test]
+fn serve_holds_ten_million_synthetic_objects_in_little_memory() {
+    let (mut child, endpoint) = spawn_serve(&["--synthetic", "k/{i}.bin:10000000x1KiB"]);
+    let cli = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .args(["--endpoint", &endpoint])
+            .env("AWS_ACCESS_KEY_ID", "sluice-test-access")
+            .env("AWS_SECRET_ACCESS_KEY", "sluice-test-secret")
+            .output()
+            .unwrap()
+    };
+    let got = cli(&[
+        "get",
+        "--verify",
+        "--json",
+        "s3://sluice-test/k/9999999.bin",
+    ]);
+    let listed = cli(&["ls", "s3://sluice-test/k/999999"]);
+    let rss = rss_bytes(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(got.status.success(), "{}", text(&got));
+    let v: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(v["bytes"], 1024);
+    let t = text(&listed);
+    assert!(listed.status.success(), "{t}");
+    // 999999 and its ten extensions 9999990..9999999, in key order.
+    assert_eq!(t.lines().count(), 11, "{t}");
+    assert!(t.lines().next().unwrap().contains("k/999999.bin"), "{t}");
+    assert!(rss < 300 << 20, "the server holds {} MiB", rss >> 20);
+}
+
+#[test]
+fn serve_answers_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let mut args = vec!["--populate", "2", "--object-size", "1MiB"];
+    args.extend(["--profile", "s3-express", "--stats-json"]);
+    args.push(stats.to_str().unwrap());
+    let (mut child, endpoint) = spawn_serve(&args);
+
     let got = Command::new(BIN)
         .args([
             "get",
@@ -1349,16 +1426,7 @@ async fn rm_recursive_with_a_dry_run_first() {
     assert!(dry.status.success(), "{}", text(&dry));
     assert_eq!(cp_json(&dry).len(), n);
     assert!(cp_json(&dry).iter().all(|l| l["status"] == "would delete"));
-    let keys = || {
-        let mut k = Vec::new();
-        s.storage()
-            .scan(DEFAULT_BUCKET, None, |key, _| {
-                k.push(key.to_owned());
-                true
-            })
-            .unwrap();
-        k
-    };
+    let keys = || s.storage().keys(DEFAULT_BUCKET).unwrap();
     assert_eq!(keys().len(), n + 1, "a dry run deletes nothing");
     let before = s.faults().requests();
     let out = sluice(&s, &["rm", "-r", "s3://sluice-test/gone/"]);

@@ -41,11 +41,16 @@ impl TestServer {
     /// value each, as `sluice serve`'s flags of the same name (first_byte_latency="p50=30ms,
     /// p99=150ms", get_latency, put_latency, list_latency, request_rate="get=5500/s",
     /// rate_partition, connection_bandwidth="90MiB/s", node_bandwidth, latency_seed).
+    /// `synthetic` serves objects computed from their keys in "sluice-test", nothing kept per
+    /// object ("retinanet", "unet3d:100", "train/img_{i}_of_{n}.jpeg:1000x322957", as `sluice
+    /// serve --synthetic`); `sink=True` keeps only the size and checksum of what is written.
     #[new]
-    #[pyo3(signature = (profile="loopback", **settings))]
+    #[pyo3(signature = (profile="loopback", *, synthetic=None, sink=false, **settings))]
     fn py_new(
         py: Python<'_>,
         profile: &str,
+        synthetic: Option<&str>,
+        sink: bool,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let mut shaping = ServiceProfile::named(profile).map_err(|e| value_error("profile", e))?;
@@ -62,8 +67,14 @@ impl TestServer {
         shaping
             .set_all(given.iter().map(|(s, v)| (s.as_str(), v.as_str())))
             .map_err(|(setting, e)| value_error(&setting.replace('-', "_"), e))?;
+        let synthetic = synthetic
+            .map(sluice_testserver::synthetic::Spec::parse)
+            .transpose()
+            .map_err(|e| value_error("synthetic", e))?;
         let opts = ServerOptions {
             profile: shaping,
+            synthetic,
+            sink,
             ..ServerOptions::default()
         };
         let rt = runtime()?;

@@ -86,3 +86,25 @@ def test_bad_settings_name_the_keyword(kwargs, needles):
         testing.TestServer(**kwargs)
     for n in needles:
         assert n in str(e.value), str(e.value)
+
+
+def test_a_synthetic_server_serves_objects_it_does_not_keep():
+    spec = "t/img_{i}_of_{n}.jpeg:3000x5000"
+    with testing.TestServer(synthetic=spec, sink=True) as s, testing.environment(s):
+        c = sluice.Client()
+        uris = c.list(f"s3://{s.bucket}/t/", recursive=True)
+        assert len(uris) == 3000 and uris == sorted(uris)
+        key = "t/img_2999_of_3000.jpeg"
+        assert bytes(c.get(f"s3://{s.bucket}/{key}")) == testing.pattern(key, 5000)
+        c.put(f"s3://{s.bucket}/ckpt", b"x" * 1000)
+        with pytest.raises(PermissionError, match="InvalidObjectState.*--sink"):
+            c.get(f"s3://{s.bucket}/ckpt")
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [("t/img.jpeg:10x5", "neither a template"), ("a{i}:10x0", "is 0"), ("r:x", "preset")],
+)
+def test_a_bad_synthetic_spec_is_refused_with_the_part_at_fault(spec, says):
+    with pytest.raises(ValueError, match=f"synthetic: .*{says}.*e.g."):
+        testing.TestServer(synthetic=spec)

@@ -23,9 +23,11 @@
 mod access;
 pub mod faults;
 pub mod hostile;
+mod listing;
 pub mod profile;
 mod s3;
 pub mod storage;
+pub mod synthetic;
 mod tls;
 
 #[cfg(feature = "conformance")]
@@ -79,6 +81,11 @@ pub struct ServerOptions {
     pub public_buckets: Vec<String>,
     /// How the server behaves: latency, rate limits, bandwidth (`loopback`: none of them).
     pub profile: ServiceProfile,
+    /// Objects computed when asked, in the first of `buckets` (`synthetic`).
+    pub synthetic: Option<synthetic::Spec>,
+    /// Check what is written, then keep only its length and checksums: a checkpoint of any
+    /// size can be written, and not read back.
+    pub sink: bool,
 }
 
 impl Default for ServerOptions {
@@ -93,6 +100,8 @@ impl Default for ServerOptions {
             data_dir: None,
             public_buckets: vec![PUBLIC_BUCKET.into()],
             profile: ServiceProfile::loopback(),
+            synthetic: None,
+            sink: false,
         }
     }
 }
@@ -118,10 +127,21 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 impl TestServer {
     /// Starts the server on ephemeral loopback ports (http and https), with the buckets `opts` names.
     pub async fn start(opts: ServerOptions) -> Result<Self, BoxError> {
-        let storage = Arc::new(match &opts.data_dir {
+        let mut storage = match &opts.data_dir {
+            Some(_) if opts.sink => {
+                return Err("a server that sinks what is written keeps no --data-dir".into());
+            }
             Some(d) => Storage::with_dir(d)?,
             None => Storage::in_memory(),
-        });
+        };
+        if let Some(spec) = &opts.synthetic {
+            let bucket = opts.buckets.first().map_or(DEFAULT_BUCKET, String::as_str);
+            storage = storage.with_synthetic(bucket, synthetic::Synthetic::new(spec));
+        }
+        if opts.sink {
+            storage = storage.sinking();
+        }
+        let storage = Arc::new(storage);
         for b in opts.buckets.iter().chain(&opts.public_buckets) {
             storage.create_bucket(b);
         }

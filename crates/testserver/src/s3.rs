@@ -1,6 +1,7 @@
 //! The S3 operations, implemented over `Storage` with `Faults` consulted on every request.
 
 use crate::faults::{Fault, Faults};
+use crate::listing::After;
 use crate::storage::{Body, Condition, Missing, Part, Refused, Storage, StoredObject, Upload};
 use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -63,6 +64,12 @@ fn missing(m: Missing, bucket: &str, key: &str) -> S3Error {
         Missing::UnsafeKey => S3Error::with_message(
             S3ErrorCode::InvalidArgument,
             format!("key {key:?} is not a safe file path under the server's --data-dir"),
+        ),
+        Missing::Synthetic => S3Error::with_message(
+            S3ErrorCode::AccessDenied,
+            format!(
+                "{key} in bucket {bucket} is a synthetic object (--synthetic): it cannot be replaced or deleted"
+            ),
         ),
     }
 }
@@ -331,6 +338,15 @@ impl S3 for MemoryS3 {
                 "If-Match does not match the object's ETag"
             ));
         }
+        if obj.data.is_sunk() {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidObjectState,
+                format!(
+                    "the bytes of {} in bucket {} were not kept: the server runs with --sink",
+                    i.key, i.bucket
+                ),
+            ));
+        }
         let total = obj.data.len() as u64;
         let checksum_crc64nvme =
             (i.range.is_none() && checksum_wanted(&i.checksum_mode)).then(|| obj.crc64nvme.clone());
@@ -480,15 +496,20 @@ impl S3 for MemoryS3 {
         let prefix = i.prefix.clone().unwrap_or_default();
         // S3 ignores an empty delimiter (s3fs sends `Delimiter=` for recursive listings).
         let delimiter = i.delimiter.as_deref().filter(|d| !d.is_empty());
-        let page = list_page(
-            &self.storage,
-            &i.bucket,
-            &prefix,
-            delimiter,
-            i.continuation_token.as_deref().or(i.start_after.as_deref()),
-            max_keys,
-        )
-        .map_err(|m| missing(m, &i.bucket, ""))?;
+        let after = match (&i.continuation_token, &i.start_after) {
+            (Some(t), _) => Some(After::from_token(t).ok_or_else(|| {
+                s3_error!(
+                    InvalidArgument,
+                    "the continuation token is not one this server gave"
+                )
+            })?),
+            (None, Some(k)) => Some(After::Key(k)),
+            (None, None) => None,
+        };
+        let page = self
+            .storage
+            .list(&i.bucket, &prefix, delimiter, after, max_keys)
+            .map_err(|m| missing(m, &i.bucket, ""))?;
         let key_count = (page.objects.len() + page.prefixes.len()) as i32;
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(i.bucket),
@@ -502,9 +523,9 @@ impl S3 for MemoryS3 {
             contents: Some(
                 page.objects
                     .into_iter()
-                    .map(|(key, o)| Object {
-                        key: Some(key),
-                        size: Some(o.data.len() as i64),
+                    .map(|o| Object {
+                        key: Some(o.key),
+                        size: Some(o.size as i64),
                         e_tag: Some(etag(&o.etag)),
                         last_modified: Some(o.last_modified.into()),
                         ..Default::default()
@@ -571,7 +592,12 @@ impl S3 for MemoryS3 {
             .get_mut(&i.upload_id)
             .ok_or_else(|| s3_error!(NoSuchUpload))?;
         let part = Part {
-            data,
+            // Under --sink the part's CRC keeps its length; its bytes go.
+            data: if self.storage.sink {
+                Bytes::new()
+            } else {
+                data
+            },
             etag: tag.clone(),
             crc,
         };
@@ -632,8 +658,12 @@ impl S3 for MemoryS3 {
         let whole = Crc::of_parts(crcs);
         check_crc(i.checksum_crc64nvme.as_deref(), whole)?;
         let tag = format!("\"{}-{}\"", hex::encode(Md5::digest(&md5s)), listed.len());
-        let obj = StoredObject::with_crc(Body::from_pieces(pieces), tag.clone(), whole)
-            .with_headers(up.headers.clone());
+        let body = if self.storage.sink {
+            Body::sunk(whole.len as usize)
+        } else {
+            Body::from_pieces(pieces)
+        };
+        let obj = StoredObject::with_crc(body, tag.clone(), whole).with_headers(up.headers.clone());
         if let Err(r) = self.storage.put_if(&up.bucket, &up.key, obj, &condition) {
             // As S3: a refused Complete leaves the upload to retry or abort.
             let e = refused(r, &up.bucket, &up.key);
@@ -719,124 +749,9 @@ impl S3 for MemoryS3 {
     }
 }
 
-pub(crate) struct Page {
-    pub objects: Vec<(String, StoredObject)>,
-    pub prefixes: Vec<String>,
-    /// Continuation token: the last key or common prefix returned, when more remain.
-    pub next: Option<String>,
-}
-
-/// One ListObjectsV2 page. A common prefix counts as one entry, as on S3; a token that is a
-/// common prefix skips every key under it.
-pub(crate) fn list_page(
-    storage: &Storage,
-    bucket: &str,
-    prefix: &str,
-    delimiter: Option<&str>,
-    after: Option<&str>,
-    max: usize,
-) -> Result<Page, Missing> {
-    let mut page = Page {
-        objects: Vec::new(),
-        prefixes: Vec::new(),
-        next: None,
-    };
-    let mut last: Option<String> = None;
-    let skip_under = after
-        .filter(|a| delimiter.is_some_and(|d| a.ends_with(d)))
-        .map(str::to_owned);
-    storage.scan(bucket, after, |key, obj| {
-        if !key.starts_with(prefix) {
-            return key < prefix;
-        }
-        if skip_under.as_deref().is_some_and(|s| key.starts_with(s)) {
-            return true;
-        }
-        let entry = match delimiter.and_then(|d| key[prefix.len()..].find(d).map(|i| (i, d.len())))
-        {
-            Some((i, dl)) => {
-                let cp = &key[..prefix.len() + i + dl];
-                if page.prefixes.last().is_some_and(|p| p == cp) {
-                    return true;
-                }
-                Err(cp.to_owned())
-            }
-            None => Ok(key.to_owned()),
-        };
-        if page.objects.len() + page.prefixes.len() == max {
-            page.next = last.clone();
-            return false;
-        }
-        match entry {
-            Ok(k) => {
-                last = Some(k.clone());
-                page.objects.push((k, obj.clone()));
-            }
-            Err(cp) => {
-                last = Some(cp.clone());
-                page.prefixes.push(cp);
-            }
-        }
-        true
-    })?;
-    Ok(page)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn storage(keys: &[&str]) -> Storage {
-        let s = Storage::in_memory();
-        s.create_bucket("b");
-        for k in keys {
-            s.put("b", k, StoredObject::new(Bytes::from_static(b"x")))
-                .unwrap();
-        }
-        s
-    }
-
-    fn all_pages(
-        s: &Storage,
-        prefix: &str,
-        delim: Option<&str>,
-        max: usize,
-    ) -> (Vec<String>, Vec<String>, usize) {
-        let (mut objs, mut cps, mut pages) = (vec![], vec![], 0);
-        let mut token: Option<String> = None;
-        loop {
-            let p = list_page(s, "b", prefix, delim, token.as_deref(), max).unwrap();
-            pages += 1;
-            objs.extend(p.objects.into_iter().map(|(k, _)| k));
-            cps.extend(p.prefixes);
-            match p.next {
-                Some(t) => token = Some(t),
-                None => return (objs, cps, pages),
-            }
-        }
-    }
-
-    #[test]
-    fn paginates_without_loss_or_repeat() {
-        let keys: Vec<String> = (0..25).map(|i| format!("p/{i:03}")).collect();
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let s = storage(&refs);
-        let (objs, cps, pages) = all_pages(&s, "p/", None, 10);
-        assert_eq!(objs, keys);
-        assert!(cps.is_empty());
-        assert_eq!(pages, 3);
-    }
-
-    #[test]
-    fn delimiter_groups_and_pages_over_prefixes() {
-        let s = storage(&["a/1", "a/2", "b/1", "c", "d/x/1", "d/y", "e"]);
-        let (objs, cps, _) = all_pages(&s, "", Some("/"), 2);
-        assert_eq!(objs, vec!["c", "e"]);
-        assert_eq!(cps, vec!["a/", "b/", "d/"]);
-        let (objs, cps, _) = all_pages(&s, "d/", Some("/"), 1);
-        assert_eq!(objs, vec!["d/y"]);
-        assert_eq!(cps, vec!["d/x/"]);
-    }
 
     #[tokio::test]
     async fn body_faults_cut_where_asked() {

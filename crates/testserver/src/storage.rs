@@ -10,20 +10,45 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::time::SystemTime;
 
+use crate::listing::{self, Page};
+use crate::synthetic::{self, Synthetic};
+
 /// An object's bytes: one buffer, or the parts of a multipart upload as they arrived. Joined,
 /// a 2 GiB object's parts were seconds of page faults on the server's core, and the server,
 /// not the client, set the upload's rate (perf of `sluice cp` under `s3-standard`).
+///
+/// Under `--sink` only the length is kept: such a body has no pieces, and a GET of it is
+/// refused (`is_sunk`).
 #[derive(Debug, Clone, Default)]
 pub struct Body {
     pieces: Vec<Bytes>,
     len: usize,
+    sunk: bool,
 }
 
 impl Body {
     /// The parts of an object, in order.
     pub fn from_pieces(pieces: Vec<Bytes>) -> Self {
         let len = pieces.iter().map(Bytes::len).sum();
-        Self { pieces, len }
+        Self {
+            pieces,
+            len,
+            sunk: false,
+        }
+    }
+
+    /// A body of `len` bytes that were checked and dropped (`--sink`).
+    pub fn sunk(len: usize) -> Self {
+        Self {
+            pieces: Vec::new(),
+            len,
+            sunk: true,
+        }
+    }
+
+    /// Whether the bytes were dropped on arrival (`--sink`), so none can be read.
+    pub fn is_sunk(&self) -> bool {
+        self.sunk
     }
 
     /// Bytes in the object.
@@ -75,10 +100,10 @@ impl Body {
     }
 }
 
-/// Equal when the bytes are, however they are cut.
+/// Equal when the bytes are, however they are cut (sunk bodies are equal to none).
 impl PartialEq for Body {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.same_bytes(&other.to_vec())
+        !self.sunk && !other.sunk && self.len == other.len && self.same_bytes(&other.to_vec())
     }
 }
 
@@ -115,6 +140,20 @@ pub struct StoredObject {
     pub crc64nvme: String,
     /// What S3 stores from the PUT's headers and returns on GET and HEAD.
     pub headers: Attributes,
+}
+
+impl listing::Entry for StoredObject {
+    fn size(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn etag(&self) -> &str {
+        &self.etag
+    }
+
+    fn last_modified(&self) -> SystemTime {
+        self.last_modified
+    }
 }
 
 /// S3's conditional write: `If-None-Match: *` (only if absent) or `If-Match: <etag>`.
@@ -216,12 +255,24 @@ fn write_pieces(path: &Path, pieces: &[Bytes]) -> std::io::Result<()> {
     pieces.iter().try_for_each(|p| f.write_all(p))
 }
 
-/// Every bucket and object, in memory or written through to a directory.
+/// Every bucket and object, in memory or written through to a directory; and the synthetic
+/// objects of one bucket, computed when asked (`synthetic`).
 #[derive(Debug, Default)]
 pub struct Storage {
     buckets: RwLock<HashMap<String, BTreeMap<String, StoredObject>>>,
     pub(crate) uploads: std::sync::Mutex<HashMap<String, Upload>>,
     dir: Option<PathBuf>,
+    synthetic: Option<SyntheticBucket>,
+    /// Keep only the length and checksums of what is written (`--sink`).
+    pub(crate) sink: bool,
+}
+
+/// The bucket that holds the synthetic objects, and when they were "written".
+#[derive(Debug)]
+struct SyntheticBucket {
+    bucket: String,
+    objects: Synthetic,
+    modified: SystemTime,
 }
 
 impl Storage {
@@ -271,6 +322,37 @@ impl Storage {
         Ok(s)
     }
 
+    /// Serves `objects` in `bucket` (created if needed), beside what is stored there: they
+    /// can be read, listed and copied, not replaced or deleted.
+    pub fn with_synthetic(mut self, bucket: &str, objects: Synthetic) -> Self {
+        self.create_bucket(bucket);
+        self.synthetic = Some(SyntheticBucket {
+            bucket: bucket.to_owned(),
+            objects,
+            modified: SystemTime::now(),
+        });
+        self
+    }
+
+    /// Keeps only the length and checksums of objects written from now on (`--sink`).
+    pub fn sinking(mut self) -> Self {
+        self.sink = true;
+        self
+    }
+
+    /// The synthetic objects, if `bucket` holds them.
+    fn synthetic(&self, bucket: &str) -> Option<&SyntheticBucket> {
+        self.synthetic.as_ref().filter(|s| s.bucket == bucket)
+    }
+
+    /// Refuses a write or delete of a synthetic object.
+    fn writable(&self, bucket: &str, key: &str) -> Result<(), Missing> {
+        match self.synthetic(bucket) {
+            Some(s) if s.objects.contains(key) => Err(Missing::Synthetic),
+            _ => Ok(()),
+        }
+    }
+
     /// Creates `bucket`; `false` if it existed.
     pub fn create_bucket(&self, bucket: &str) -> bool {
         let mut b = self.buckets.write().unwrap();
@@ -300,7 +382,18 @@ impl Storage {
     pub fn get(&self, bucket: &str, key: &str) -> Result<StoredObject, Missing> {
         let b = self.buckets.read().unwrap();
         let objs = b.get(bucket).ok_or(Missing::Bucket)?;
-        objs.get(key).cloned().ok_or(Missing::Key)
+        if let Some(o) = objs.get(key) {
+            return Ok(o.clone());
+        }
+        let s = self.synthetic(bucket).ok_or(Missing::Key)?;
+        let found = s.objects.get(key).ok_or(Missing::Key)?;
+        let mut obj = StoredObject::with_crc(
+            Body::from_pieces(synthetic::slices(key, 0..found.size)),
+            found.etag,
+            synthetic::crc(key, found.size),
+        );
+        obj.last_modified = s.modified;
+        Ok(obj)
     }
 
     /// Stores `obj` at `bucket`/`key`, replacing any object there.
@@ -321,6 +414,11 @@ impl Storage {
         obj: StoredObject,
         condition: &Condition,
     ) -> Result<(), Refused> {
+        self.writable(bucket, key)?;
+        let mut obj = obj;
+        if self.sink {
+            obj.data = Body::sunk(obj.data.len());
+        }
         let mut b = self.buckets.write().unwrap();
         let objs = b.get_mut(bucket).ok_or(Missing::Bucket)?;
         match (condition, objs.get(key)) {
@@ -344,6 +442,7 @@ impl Storage {
 
     /// S3 DELETE is idempotent: deleting a missing key succeeds.
     pub fn delete(&self, bucket: &str, key: &str) -> Result<(), Missing> {
+        self.writable(bucket, key)?;
         let path = match &self.dir {
             Some(dir) => Some(file_path(dir, bucket, key)?),
             None => None,
@@ -356,24 +455,32 @@ impl Storage {
         Ok(())
     }
 
-    /// Runs `f` over the keys of `bucket` from `start` (exclusive) on, in order, until it
-    /// returns false.
-    pub fn scan(
+    /// The keys of the objects stored in `bucket` (not the synthetic ones), in order.
+    pub fn keys(&self, bucket: &str) -> Result<Vec<String>, Missing> {
+        let b = self.buckets.read().unwrap();
+        Ok(b.get(bucket)
+            .ok_or(Missing::Bucket)?
+            .keys()
+            .cloned()
+            .collect())
+    }
+
+    /// One ListObjectsV2 page of `bucket` (see `listing::page`): the stored objects and
+    /// the synthetic ones, merged in key order.
+    pub(crate) fn list(
         &self,
         bucket: &str,
-        after: Option<&str>,
-        mut f: impl FnMut(&str, &StoredObject) -> bool,
-    ) -> Result<(), Missing> {
-        use std::ops::Bound;
+        prefix: &str,
+        delimiter: Option<&str>,
+        after: Option<listing::After<'_>>,
+        max: usize,
+    ) -> Result<Page, Missing> {
         let b = self.buckets.read().unwrap();
         let objs = b.get(bucket).ok_or(Missing::Bucket)?;
-        let lower = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_owned()));
-        for (k, v) in objs.range((lower, Bound::Unbounded)) {
-            if !f(k, v) {
-                break;
-            }
-        }
-        Ok(())
+        let synthetic = self.synthetic(bucket).map(|s| (&s.objects, s.modified));
+        Ok(listing::page(
+            objs, synthetic, prefix, delimiter, after, max,
+        ))
     }
 }
 
@@ -386,6 +493,8 @@ pub enum Missing {
     Key,
     /// A key that is not a safe relative file path, refused with `--data-dir`.
     UnsafeKey,
+    /// A synthetic object, which cannot be replaced or deleted.
+    Synthetic,
 }
 
 /// Where `key` lives under `dir`: only keys that are plain relative paths (no `..` or `.`

@@ -284,6 +284,8 @@ class TestServer:
         cls,
         profile: str = "loopback",
         *,
+        synthetic: Optional[str] = None,
+        sink: bool = False,
         first_byte_latency: Optional[str] = None,
         get_latency: Optional[str] = None,
         put_latency: Optional[str] = None,
