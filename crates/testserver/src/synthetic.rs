@@ -353,66 +353,65 @@ pub fn slices(key: &str, range: std::ops::Range<u64>) -> Vec<Bytes> {
         .collect()
 }
 
-/// The CRC64NVME of the first `len` bytes of `key`, from the tiles' CRCs: appending a whole
-/// tile to a CRC is one GF(2) matrix product, so a large object costs microseconds, not a
-/// pass over its bytes.
+/// The CRC64NVME of the first `len` bytes of `key`, from the tiles' CRCs: appending bytes
+/// to a CRC is a GF(2) matrix product per set bit of their length, so an object costs
+/// microseconds however large, not a pass over its bytes (and not `checksum_combine`, which
+/// rebuilds its matrices on every call).
 pub fn crc(key: &str, len: u64) -> Crc {
-    let tiles = tile_crcs();
+    let known = known_crcs();
     let table = pattern::table();
-    let mut whole: Option<Crc> = None;
+    let mut crc = Crc::of(&[]);
     for (tile, r) in pattern::pieces(key, 0..len) {
-        whole = Some(match whole {
-            Some(w) if r.len() == TILE => Crc {
-                crc: tiles.append(w.crc, tile),
-                len: w.len + TILE as u64,
-            },
-            w => {
-                let piece = Crc::of(&table[tile * TILE + r.start..tile * TILE + r.end]);
-                w.map_or(piece, |w| w.then(piece))
-            }
-        });
+        let piece = if r.len() == TILE {
+            known.tiles[tile]
+        } else {
+            Crc::of(&table[tile * TILE + r.start..tile * TILE + r.end]).crc
+        };
+        // CRC64NVME's init and xorout are equal, so appending is linear in the first CRC:
+        // crc(a ++ b) = Mᴸ·crc(a) ⊕ crc(b), with Mᴸ the shift by b's L zero bytes.
+        crc = Crc {
+            crc: known.shift(crc.crc, r.len() as u64) ^ piece,
+            len: crc.len + r.len() as u64,
+        };
     }
-    whole.unwrap_or_else(|| Crc::of(&[]))
+    crc
 }
 
-/// What appending a tile to a CRC takes: combining CRCs is affine in the first CRC,
-/// `combine(a, b) = M·a ⊕ combine(0, b)`, with `M` the same for every tile (their length).
-struct TileCrcs {
-    /// `combine(0, tile t)` for each tile.
-    offsets: [u64; TILES],
-    /// `M`, by columns: `M·e_k`.
-    shift: [u64; 64],
+/// The tiles' CRCs, and the shifts by 2ᵏ zero bytes up to a tile's length.
+struct KnownCrcs {
+    tiles: [u64; TILES],
+    /// `by_pow2[k]`: the shift by 2ᵏ zero bytes, by columns.
+    by_pow2: [[u64; 64]; SHIFTS],
 }
 
-impl TileCrcs {
-    fn append(&self, crc: u64, tile: usize) -> u64 {
-        times(&self.shift, crc) ^ self.offsets[tile]
+/// Shifts by 1, 2, 4, … bytes up to a tile (2¹⁸ bytes).
+const SHIFTS: usize = TILE.trailing_zeros() as usize + 1;
+
+impl KnownCrcs {
+    /// `crc` shifted by `len` zero bytes (`len` at most a tile).
+    fn shift(&self, crc: u64, len: u64) -> u64 {
+        debug_assert!(len <= TILE as u64);
+        (0..SHIFTS)
+            .filter(|k| len >> k & 1 == 1)
+            .fold(crc, |v, k| times(&self.by_pow2[k], v))
     }
 }
 
-fn tile_crcs() -> &'static TileCrcs {
-    static CRCS: OnceLock<TileCrcs> = OnceLock::new();
-    CRCS.get_or_init(|| {
+fn known_crcs() -> &'static KnownCrcs {
+    static KNOWN: OnceLock<KnownCrcs> = OnceLock::new();
+    KNOWN.get_or_init(|| {
         let table = pattern::table();
-        let combine = |a: u64, b: Crc| crc_fast::checksum_combine(Crc64Nvme, a, b.crc, b.len);
-        let zeros = combine(
-            0,
-            Crc {
-                crc: 0,
-                len: TILE as u64,
-            },
-        );
-        TileCrcs {
-            offsets: std::array::from_fn(|t| combine(0, Crc::of(&table[t * TILE..(t + 1) * TILE]))),
-            shift: std::array::from_fn(|k| {
-                combine(
-                    1 << k,
-                    Crc {
-                        crc: 0,
-                        len: TILE as u64,
-                    },
-                ) ^ zeros
-            }),
+        // The shift by one zero byte: column k is the k-th unit vector's.
+        let one: [u64; 64] =
+            std::array::from_fn(|k| crc_fast::checksum_combine(Crc64Nvme, 1 << k, 0, 1));
+        let mut by_pow2 = [one; SHIFTS];
+        for k in 1..SHIFTS {
+            let m = by_pow2[k - 1];
+            by_pow2[k] = std::array::from_fn(|c| times(&m, m[c]));
+        }
+        KnownCrcs {
+            tiles: std::array::from_fn(|t| Crc::of(&table[t * TILE..(t + 1) * TILE]).crc),
+            by_pow2,
         }
     })
 }
@@ -493,7 +492,7 @@ mod tests {
 
     #[test]
     fn the_crc_is_the_crc_of_the_bytes() {
-        for len in [0, 1, 1000, TILE as u64 - 3, TILE as u64 * 3 + 17] {
+        for len in [0, 1, 1000, 131_072, TILE as u64 - 3, TILE as u64 * 3 + 17] {
             let key = format!("obj{len}");
             let bytes: Vec<u8> = slices(&key, 0..len).concat();
             assert_eq!(bytes, pattern::generate(&key, len as usize));
