@@ -198,6 +198,7 @@ mod tests {
             number,
             etag: "\"a\"".into(),
             checksum,
+            size: None,
         };
         assert_eq!(
             complete_body(&[part(1, None)]),

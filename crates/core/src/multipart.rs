@@ -126,7 +126,7 @@ async fn complete(
         .collect::<Option<Vec<Crc>>>()
         .map(Crc::of_parts);
     let sent = std::sync::atomic::AtomicBool::new(false);
-    retry(policy, || async {
+    let etag = retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
         match api
             .complete_multipart_upload(uri, upload_id, parts, checksum, mode)
@@ -163,7 +163,48 @@ async fn complete(
             r => r,
         }
     })
-    .await
+    .await?;
+    check_size(api, policy, uri, parts, etag.as_deref()).await?;
+    Ok(etag)
+}
+
+/// A store can answer CompleteMultipartUpload with success and yet hold an object short by
+/// whole parts (an AIStore deployment did, for 0.016% of uploads: mlcommons/storage#593).
+/// So the object is asked for its size: when it is still this upload's (its ETag) and holds
+/// other than the bytes sent, the write fails as corrupt. A HEAD that fails (a write-only
+/// role has no GetObject) leaves the write as the store answered it.
+async fn check_size(
+    api: &dyn Operations,
+    policy: &RetryPolicy,
+    uri: &ObjectUri,
+    parts: &[UploadedPart],
+    etag: Option<&str>,
+) -> Result<()> {
+    let Some(sent) = parts.iter().map(|p| p.size).sum::<Option<u64>>() else {
+        return Ok(());
+    };
+    let meta = match retry(policy, || api.head_object(uri)).await {
+        Ok(meta) => meta,
+        Err(e) => {
+            tracing::warn!(%uri, error = %e, "the completed upload's size could not be checked");
+            return Ok(());
+        }
+    };
+    let ours = etag
+        .zip(meta.etag.as_deref())
+        .is_none_or(|(sent, got)| same_etag(sent, got));
+    if ours && meta.size != sent {
+        return Err(Error::integrity(
+            uri.to_string(),
+            format!(
+                "CompleteMultipartUpload answered success, but the object holds {} bytes of \
+                 the {sent} sent in {} parts: the store lost data, and the object must not be used",
+                meta.size,
+                parts.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether an attempt whose answer was lost wrote the object: `Some(etag)` when the object
@@ -304,6 +345,7 @@ async fn upload_part(
         number: n,
         etag,
         checksum: crc,
+        size: Some(chunk.len() as u64),
     })
 }
 
@@ -827,6 +869,8 @@ mod tests {
         complete_calls: Mutex<u32>,
         /// What HEAD reports as the object's ETag.
         head_etag: Mutex<Option<String>>,
+        /// Complete drops the last part, answering success (mlcommons/storage#593).
+        drop_last_part: bool,
         /// Hold every part this long (to drop an upload half-way).
         hang_parts: bool,
         /// Apply the first single PUT but lose its answer.
@@ -942,9 +986,11 @@ mod tests {
             Ok(())
         }
         async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+            let completed = self.completed.lock().unwrap();
+            let kept = completed.len() - usize::from(self.drop_last_part);
             Ok(ObjectMeta {
                 uri: uri.clone(),
-                size: 0,
+                size: completed[..kept].iter().filter_map(|p| p.size).sum(),
                 etag: self.head_etag.lock().unwrap().clone(),
                 last_modified: None,
                 attributes: Attributes::default(),
@@ -994,6 +1040,30 @@ mod tests {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(1),
         }
+    }
+
+    /// A store that answers Complete with success but lost a part leaves a short object:
+    /// the upload fails as corrupt, naming the sizes.
+    #[tokio::test]
+    async fn a_part_the_store_lost_on_complete_fails_the_upload() {
+        let uri = ObjectUri::parse("s3://bucket/k").unwrap();
+        let data = Bytes::from((0..25u8).collect::<Vec<_>>());
+        let fake = Arc::new(Fake {
+            drop_last_part: true,
+            ..Fake::default()
+        });
+        let opts = PutOptions::default();
+        let err = upload(&api(&fake), &policy(), &uri, data.clone(), 10, false, &opts)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Integrity { reason, .. } if reason.contains("holds 20 bytes of the 25 sent in 3 parts")),
+            "{err}"
+        );
+        let sound = Arc::new(Fake::default());
+        upload(&api(&sound), &policy(), &uri, data, 10, false, &opts)
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
@@ -1395,6 +1465,7 @@ mod tests {
             number,
             etag: etag.to_owned(),
             checksum: None,
+            size: None,
         }
     }
 

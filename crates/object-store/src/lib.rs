@@ -619,6 +619,7 @@ impl MultipartStore for SluiceObjectStore {
                 number,
                 etag: p.content_id,
                 checksum: None,
+                size: None,
             })
             .collect();
         if uploaded.is_empty() {

@@ -103,6 +103,41 @@ fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Bytes of the multipart upload in `put_multipart_loses_a_part`: three parts at the
+/// default part size, the last one short.
+pub const MULTIPART_PUT: usize = 40 << 20;
+
+/// The bytes that upload's object keeps: its last part lost.
+const KEPT_OF_MULTIPART: usize = 32 << 20;
+
+/// A multipart upload answered as S3 answers each step, except that Complete drops the
+/// last part and HEAD then tells the object's true, short size (mlcommons/storage#593).
+fn loses_a_part(req: &Seen, _: usize) -> Reply {
+    let xml = |body: String| Reply::with_body(200, &[("Content-Type", "application/xml")], body);
+    match req.method.as_str() {
+        "POST" if req.query("uploads").is_some() => xml(format!(
+            "<InitiateMultipartUploadResult><Bucket>{BUCKET}</Bucket><Key>{KEY}</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>"
+        )),
+        "PUT" if req.query("partNumber").is_some() => {
+            let etag = format!("\"{:032x}\"", req.target.len());
+            Reply::with_body(200, &[("ETag", &etag)], Vec::new())
+        }
+        "POST" => xml(format!(
+            "<CompleteMultipartUploadResult><Bucket>{BUCKET}</Bucket><Key>{KEY}</Key><ETag>&quot;lost-3&quot;</ETag></CompleteMultipartUploadResult>"
+        )),
+        "HEAD" => Reply::Send {
+            status: 200,
+            headers: h(&[
+                ("ETag", "\"lost-3\""),
+                ("Content-Length", &KEPT_OF_MULTIPART.to_string()),
+            ]),
+            body: Vec::new(),
+        },
+        "DELETE" => Reply::with_body(204, &[], Vec::new()),
+        _ => Reply::s3_error(400, "InvalidRequest", "not part of this case"),
+    }
+}
+
 /// 200 with the object and ETag "e1".
 fn whole(_: &Seen, _: usize) -> Reply {
     Reply::with_body(200, &[("ETag", "\"e1\"")], OBJECT)
@@ -685,6 +720,31 @@ pub fn catalogue() -> Vec<Case> {
                 }
             },
             Expect::Checked(&[Service], UNCHECKED_PUT),
+        ),
+        c(
+            "get_short_by_a_part",
+            "200 with the object's first 60 bytes, a Content-Length of 60 and the whole object's x-amz-checksum-crc64nvme (an object a store assembled without its last part)",
+            Op::Get,
+            |_, _| {
+                let crc = sluice_core::checksum::Crc::of(&OBJECT).to_base64();
+                Reply::with_body(
+                    200,
+                    &[
+                        ("ETag", "\"e1\""),
+                        (sluice_core::checksum::HEADER, &crc),
+                        ("x-amz-checksum-type", "FULL_OBJECT"),
+                    ],
+                    &OBJECT[..60],
+                )
+            },
+            Expect::Checked(&[Integrity], UNCHECKED_GET),
+        ),
+        c(
+            "put_multipart_loses_a_part",
+            "a multipart upload whose Complete answers 200 but whose object lacks its last part, as HEAD then tells",
+            Op::Put(MULTIPART_PUT),
+            loses_a_part,
+            Expect::Error(&[Integrity]),
         ),
         c(
             "put_access_denied",

@@ -69,6 +69,9 @@ pub struct UploadedPart {
     pub etag: String,
     /// The checksum it was sent with, if any (repeated in Complete, as S3 asks).
     pub checksum: Option<Crc>,
+    /// Its length, when the uploader knows it (not through object_store's `PartId`): the
+    /// completed object's size is checked against the parts' sum.
+    pub size: Option<u64>,
 }
 
 /// Uploads asked for per ListMultipartUploads page (S3's most).
