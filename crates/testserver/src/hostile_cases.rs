@@ -138,6 +138,21 @@ fn loses_a_part(req: &Seen, _: usize) -> Reply {
     }
 }
 
+/// 200 with `body` (its true Content-Length), ETag "e1" and the CRC64NVME of the whole
+/// `OBJECT`, as a store sends the checksum it recorded.
+fn with_object_crc(body: Vec<u8>) -> Reply {
+    let crc = sluice_core::checksum::Crc::of(&OBJECT).to_base64();
+    Reply::with_body(
+        200,
+        &[
+            ("ETag", "\"e1\""),
+            (sluice_core::checksum::HEADER, &crc),
+            ("x-amz-checksum-type", "FULL_OBJECT"),
+        ],
+        body,
+    )
+}
+
 /// 200 with the object and ETag "e1".
 fn whole(_: &Seen, _: usize) -> Reply {
     Reply::with_body(200, &[("ETag", "\"e1\"")], OBJECT)
@@ -691,16 +706,7 @@ pub fn catalogue() -> Vec<Case> {
             |_, _| {
                 let mut body = OBJECT.to_vec();
                 body[50] ^= 0x01;
-                let crc = sluice_core::checksum::Crc::of(&OBJECT).to_base64();
-                Reply::with_body(
-                    200,
-                    &[
-                        ("ETag", "\"e1\""),
-                        (sluice_core::checksum::HEADER, &crc),
-                        ("x-amz-checksum-type", "FULL_OBJECT"),
-                    ],
-                    body,
-                )
+                with_object_crc(body)
             },
             Expect::Checked(&[Integrity], UNCHECKED_GET),
         ),
@@ -725,18 +731,7 @@ pub fn catalogue() -> Vec<Case> {
             "get_short_by_a_part",
             "200 with the object's first 60 bytes, a Content-Length of 60 and the whole object's x-amz-checksum-crc64nvme (an object a store assembled without its last part)",
             Op::Get,
-            |_, _| {
-                let crc = sluice_core::checksum::Crc::of(&OBJECT).to_base64();
-                Reply::with_body(
-                    200,
-                    &[
-                        ("ETag", "\"e1\""),
-                        (sluice_core::checksum::HEADER, &crc),
-                        ("x-amz-checksum-type", "FULL_OBJECT"),
-                    ],
-                    &OBJECT[..60],
-                )
-            },
+            |_, _| with_object_crc(OBJECT[..60].to_vec()),
             Expect::Checked(&[Integrity], UNCHECKED_GET),
         ),
         c(
