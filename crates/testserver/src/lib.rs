@@ -165,7 +165,7 @@ impl TestServer {
 
         let shaper = Arc::new(profile::layer::Shaper::new(opts.profile.clone()));
         let mut tasks = JoinSet::new();
-        let http_listener = TcpListener::bind(opts.http_addr).await?;
+        let http_listener = listen(opts.http_addr)?;
         let http = http_listener.local_addr()?;
         tasks.spawn(accept_loop(
             http_listener,
@@ -175,7 +175,7 @@ impl TestServer {
         ));
         let https = match opts.https_addr {
             Some(addr) => {
-                let l = TcpListener::bind(addr).await?;
+                let l = listen(addr)?;
                 let a = l.local_addr()?;
                 tasks.spawn(accept_loop(
                     l,
@@ -253,6 +253,23 @@ impl TestServer {
     pub fn shutdown(&mut self) {
         self.tasks.abort_all();
     }
+}
+
+/// Connections the kernel queues for `accept` before it drops SYNs (capped by
+/// `net.core.somaxconn`). tokio's `bind` asks for 128, as std does: a client opening a few
+/// hundred connections at once then loses SYNs, and each waits a second for the kernel's
+/// retransmit. A store's front end queues thousands.
+const BACKLOG: u32 = 8192;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 async fn accept_loop(

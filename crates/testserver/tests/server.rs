@@ -247,3 +247,34 @@ async fn conditional_writes_empty_delimiter_and_headers_behave_as_on_s3() {
     assert!(body.contains("<Key>d/e/f</Key>"), "{body}");
     assert!(!body.contains("<CommonPrefixes>"), "{body}");
 }
+
+/// The listener queues thousands of connections, not std's 128: a client that opens a few
+/// hundred at once would otherwise lose SYNs, each then waiting a second for the kernel's
+/// retransmit (`ss` shows a listening socket's backlog as its Send-Q).
+#[tokio::test]
+async fn the_listener_queues_thousands_of_connections() {
+    let server = TestServer::start(ServerOptions::default()).await.unwrap();
+    let port = server
+        .http_endpoint()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let out = std::process::Command::new("ss")
+        .args(["-Hltn", &format!("sport = :{port}")])
+        .output()
+        .expect("ss (iproute2) runs");
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let backlog: u32 = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no listening socket in {line:?}"));
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(backlog, somaxconn.min(8192), "{line}");
+    assert!(backlog > 128, "{line}");
+}
