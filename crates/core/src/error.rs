@@ -324,6 +324,12 @@ impl Error {
         }
     }
 
+    /// Whether the store or its client stack does not offer the operation (501
+    /// `NotImplemented`, as [`Error::unsupported`] makes it).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Service { status: 501, code, .. } if code == "NotImplemented")
+    }
+
     /// Whether a conditional request's condition failed (412 `PreconditionFailed`): a
     /// `PutMode::Create` whose key was taken, an `Update` or pinned read of another version.
     pub fn is_precondition_failed(&self) -> bool {

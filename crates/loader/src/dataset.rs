@@ -1,8 +1,7 @@
 //! What to read: a list of objects, how it is shuffled and how it is split across ranks and
 //! workers.
 
-use futures::TryStreamExt;
-use sluice_core::{ListEntry, ObjectStore, ObjectUri, Result};
+use sluice_core::{ObjectStore, ObjectUri, Result};
 
 /// One object to read; `size` when a listing told us, and the
 /// listing's `etag`, which pins every request for the object to the version listed.
@@ -45,29 +44,24 @@ impl Dataset {
         }
     }
 
-    /// From a listing of `prefix` (one paginated, recursive listing), keeping the sizes it
-    /// reports; only keys ending with `suffix` when given.
+    /// From a listing of `prefix` (recursive, several pages in flight: `list_parallel`),
+    /// keeping the sizes it reports; only keys ending with `suffix` when given. Items come
+    /// in key order.
     pub async fn from_prefix(
         store: &dyn ObjectStore,
         prefix: &ObjectUri,
         suffix: Option<&str>,
     ) -> Result<Self> {
-        let items = store
-            .list(prefix, true)
-            .try_filter_map(|e| async move {
-                Ok(match e {
-                    ListEntry::Object(m) if suffix.is_none_or(|s| m.uri.key().ends_with(s)) => {
-                        Some(Item {
-                            uri: m.uri,
-                            size: Some(m.size),
-                            etag: m.etag,
-                        })
-                    }
-                    _ => None,
-                })
+        let items = sluice_core::list_parallel(store, prefix, sluice_core::LIST_WORKERS)
+            .await?
+            .into_iter()
+            .filter(|m| suffix.is_none_or(|s| m.uri.key().ends_with(s)))
+            .map(|m| Item {
+                uri: m.uri,
+                size: Some(m.size),
+                etag: m.etag,
             })
-            .try_collect()
-            .await?;
+            .collect();
         Ok(Self { items })
     }
 

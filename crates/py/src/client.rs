@@ -316,11 +316,15 @@ impl Client {
     fn list(&self, py: Python<'_>, uri: &str, recursive: bool) -> PyResult<Vec<String>> {
         let store = self.store()?;
         let u = parse_uri(uri)?;
+        if recursive {
+            // Every key: several pages in flight, in key order.
+            let objects = block(py, async move {
+                sluice_core::list_parallel(store.as_ref(), &u, sluice_core::LIST_WORKERS).await
+            })?;
+            return Ok(objects.iter().map(|m| m.uri.to_string()).collect());
+        }
         let entries: Vec<ListEntry> =
-            block(
-                py,
-                async move { store.list(&u, recursive).try_collect().await },
-            )?;
+            block(py, async move { store.list(&u, false).try_collect().await })?;
         Ok(entries.iter().map(|e| e.uri().to_string()).collect())
     }
 
