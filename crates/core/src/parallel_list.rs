@@ -14,6 +14,7 @@ use crate::object::{ListEntry, ObjectMeta};
 use crate::store::{ObjectStore, ObjectStoreExt};
 use crate::uri::ObjectUri;
 use futures::TryStreamExt;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -162,18 +163,27 @@ async fn list_range(
     prefix: &ObjectUri,
     range: &Range,
 ) -> Result<Vec<ObjectMeta>> {
-    let mut out = Vec::new();
+    let mut out: Vec<ObjectMeta> = Vec::new();
     let mut opts = ListOptions {
         recursive: true,
         start_after: range.after.clone(),
         ..ListOptions::default()
     };
+    let mut tokens = HashSet::new();
     loop {
         let page = store.list_page(prefix, &opts).await?;
         let until = range.until();
         let mut ended = false;
         for m in page.entries.into_iter().filter_map(object) {
-            if until.as_deref().is_some_and(|u| m.uri.key() > u) {
+            let key = m.uri.key();
+            // A store that ignores start-after answers from the start: those keys are
+            // another range's.
+            if range.after.as_deref().is_some_and(|a| key <= a)
+                || out.last().is_some_and(|l| key <= l.uri.key())
+            {
+                continue;
+            }
+            if until.as_deref().is_some_and(|u| key > u) {
                 ended = true;
                 break;
             }
@@ -186,6 +196,14 @@ async fn list_range(
         range.more.store(more, Ordering::Release);
         match page.next_token {
             Some(token) if !ended => {
+                if !tokens.insert(token.clone()) {
+                    return Err(Error::integrity(
+                        prefix.to_string(),
+                        format!(
+                            "the listing repeated the continuation token {token:?}: it would never end"
+                        ),
+                    ));
+                }
                 opts.token = Some(token);
                 opts.start_after = None;
             }
