@@ -9,7 +9,7 @@ use crate::hostile_cases::{
 use futures::TryStreamExt;
 use sluice_core::ObjectStoreExt;
 use sluice_core::{
-    ByteRange, CredentialsCache, Error, ErrorKind, ObjectStore, ObjectUri, RetryPolicy,
+    ByteRange, CredentialsCache, Error, ErrorKind, ListEntry, ObjectStore, ObjectUri, RetryPolicy,
     StoreConfig, Timeouts,
 };
 use std::sync::Arc;
@@ -127,6 +127,22 @@ pub async fn perform(store: &dyn ObjectStore, op: Op) -> Result<Outcome, Error> 
         Op::List => {
             let prefix = ObjectUri::new(BUCKET, PREFIX).expect("valid");
             let all: Vec<_> = store.list(&prefix, true).try_collect().await?;
+            // The listing with pages in flight (`Dataset::from_prefix`) meets the same
+            // answers and must come to the same objects.
+            let parallel = sluice_core::list_parallel(store, &prefix, 4).await?;
+            let objects = all
+                .iter()
+                .filter(|e| matches!(e, ListEntry::Object(_)))
+                .count();
+            if parallel.len() != objects {
+                return Err(Error::integrity(
+                    prefix.to_string(),
+                    format!(
+                        "listed {objects} objects page by page, {} in parallel",
+                        parallel.len()
+                    ),
+                ));
+            }
             Ok(Outcome::Listed(all.len()))
         }
         Op::Put(n) => store
