@@ -306,11 +306,11 @@ async fn get_workload(
         }
         .into());
     }
-    let total: u64 = dataset.items().iter().filter_map(|i| i.size).sum();
+    let total: u64 = dataset.iter().filter_map(|i| i.size).sum();
     let list = tempfile::NamedTempFile::new().map_err(|e| Failure::Other(e.to_string()))?;
     {
         let mut f = std::io::BufWriter::new(list.as_file());
-        for i in dataset.items() {
+        for i in dataset.iter() {
             writeln!(f, "{}\t{}", i.uri, i.size.unwrap_or(0))
                 .map_err(|e| Failure::Other(e.to_string()))?;
         }
@@ -319,7 +319,7 @@ async fn get_workload(
     if !a.no_curl && ranks.is_root() {
         match t.endpoint.as_deref() {
             Some(ep) if which("curl").is_some() => {
-                let uris: Vec<ObjectUri> = dataset.items().iter().map(|i| i.uri.clone()).collect();
+                let uris: Vec<ObjectUri> = dataset.iter().map(|i| i.uri).collect();
                 rows.push(curl::curl_row(&curl_target(t, ep), &uris, total).await?);
             }
             _ => eprintln!("skipping the curl row: curl or an endpoint URL is missing"),

@@ -22,7 +22,7 @@ use sluice_console::output::{Failure, progress};
 use sluice_core::ObjectStoreExt;
 use sluice_core::checksum::Pieces;
 use sluice_core::{
-    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, RangeSize, Segment,
+    ByteRange, Error, GetOptions, ObjectMeta, ObjectStore, ObjectUri, RangeSize, Segment,
     WriteOptions,
 };
 use sluice_loader::BufferPool;
@@ -223,27 +223,28 @@ async fn sources(
         prefix.push('/');
     }
     let mut jobs = Vec::new();
-    let mut listed = store.list(&src.with_key(prefix.clone()), true);
-    while let Some(e) = listed.try_next().await? {
-        let ListEntry::Object(m) = e else { continue };
+    let job = |m: ObjectMeta| {
         let k = m.uri.key();
         if pattern.is_some_and(|p| !glob(p, k)) || k.ends_with('/') {
-            continue;
+            return None;
         }
         // A listing that answers keys outside the prefix asked is wrong; they are not ours.
-        let Some(rel) = k.strip_prefix(prefix.as_str()).map(str::to_owned) else {
-            continue;
-        };
-        if !selected(&rel, &a.include, &a.exclude) {
-            continue;
-        }
-        jobs.push(Job {
-            src: m.uri.clone(),
+        let rel = k.strip_prefix(prefix.as_str())?.to_owned();
+        selected(&rel, &a.include, &a.exclude).then_some(Job {
             rel,
             size: Some(m.size),
             etag: m.etag,
-        });
-    }
+            src: m.uri,
+        })
+    };
+    sluice_core::list_parallel_into(
+        store,
+        &src.with_key(prefix.clone()),
+        sluice_core::LIST_WORKERS,
+        |part: &mut Vec<Job>, m| part.extend(job(m)),
+        |part| jobs.extend(part),
+    )
+    .await?;
     if jobs.is_empty() {
         return Err(Error::NotFound {
             uri: src.to_string(),

@@ -12,6 +12,7 @@ use sluice_core::wire::{MAX_DELETE_BATCH, Request};
 use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
+use std::io::Write;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -42,33 +43,54 @@ pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     if uri.scheme() == Scheme::S3 && uri.key().is_empty() {
         bucket_exists(store.as_ref(), &uri).await?;
     }
-    let mut entries = store.list(&uri, a.recursive);
+    let (human, json) = (a.human, a.json);
+    if a.recursive {
+        // Several pages in flight (`list_parallel_into`); each range's lines are printed
+        // once the ranges before it are, so output starts early and stays in key order.
+        let out = std::io::stdout();
+        let mut failed = None;
+        sluice_core::list_parallel_into(
+            store.as_ref(),
+            &uri,
+            sluice_core::LIST_WORKERS,
+            |lines: &mut String, m| lines.push_str(&ls_line(&ListEntry::Object(m), human, json)),
+            |lines| {
+                if failed.is_none() {
+                    failed = out.lock().write_all(lines.as_bytes()).err();
+                }
+            },
+        )
+        .await?;
+        return failed.map_or(Ok(()), |e| Err(Failure::Other(format!("stdout: {e}"))));
+    }
+    let mut entries = store.list(&uri, false);
     // Each entry as it arrives: a listing of millions of keys is never held.
     while let Some(e) = entries.try_next().await? {
-        match (&e, a.json) {
-            (ListEntry::Object(m), false) if a.human => {
-                println!(
-                    "{:>10}  {}",
-                    sluice_console::output::human_size(m.size),
-                    m.uri
-                )
-            }
-            (ListEntry::Object(m), false) => println!("{:>14}  {}", m.size, m.uri),
-            (ListEntry::Prefix(p), false) => println!("{:>14}  {p}", "PRE"),
-            (ListEntry::Object(m), true) => println!(
-                "{}",
-                serde_json::json!({"uri": m.uri.to_string(), "size": m.size, "etag": m.etag,
-                    "last_modified": m.last_modified.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs())})
-            ),
-            (ListEntry::Prefix(p), true) => {
-                println!(
-                    "{}",
-                    serde_json::json!({"uri": p.to_string(), "prefix": true})
-                )
-            }
-        }
+        print!("{}", ls_line(&e, human, json));
     }
     Ok(())
+}
+
+/// One line of `ls` output, with its newline.
+fn ls_line(e: &ListEntry, human: bool, json: bool) -> String {
+    match (e, json) {
+        (ListEntry::Object(m), false) if human => format!(
+            "{:>10}  {}\n",
+            sluice_console::output::human_size(m.size),
+            m.uri
+        ),
+        (ListEntry::Object(m), false) => format!("{:>14}  {}\n", m.size, m.uri),
+        (ListEntry::Prefix(p), false) => format!("{:>14}  {p}\n", "PRE"),
+        (ListEntry::Object(m), true) => format!(
+            "{}\n",
+            serde_json::json!({"uri": m.uri.to_string(), "size": m.size, "etag": m.etag,
+                "last_modified": m.last_modified.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs())})
+        ),
+        (ListEntry::Prefix(p), true) => format!(
+            "{}\n",
+            serde_json::json!({"uri": p.to_string(), "prefix": true})
+        ),
+    }
 }
 
 /// A bucket's root is listed only once HeadBucket says the bucket is there, so that a missing
@@ -170,15 +192,15 @@ async fn expand(
                 }
                 .into());
             }
-            for item in listed.items() {
+            for item in listed.iter() {
                 let rel = item
                     .uri
                     .key()
                     .strip_prefix(uri.key())
                     .unwrap_or(item.uri.key());
                 paths.insert(item.uri.clone(), rel.to_owned());
+                items.push(item);
             }
-            items.extend(listed.items().iter().cloned());
         } else {
             let name = uri.key().rsplit('/').next().unwrap_or_default().to_owned();
             paths.insert(uri.clone(), name);
@@ -197,12 +219,12 @@ fn plan_output(
     dir: &Path,
 ) -> (Dataset, HashMap<ObjectUri, Vec<String>>, usize) {
     let (mut items, mut files, mut refused) = (Vec::new(), HashMap::new(), 0);
-    for item in dataset.items() {
+    for item in dataset.iter() {
         let rel = paths.get(&item.uri).map_or("", String::as_str);
         match outdir::target(rel) {
             Ok(Target::File(segments)) => {
                 files.insert(item.uri.clone(), segments);
-                items.push(item.clone());
+                items.push(item);
             }
             Ok(Target::DirMarker) => {}
             Err(why) => {
@@ -238,13 +260,12 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
     // Listed objects with their sizes and versions; objects named alone are sized by their
     // first piece's answer (`stream::pass`), with no HEAD before it.
     let objects: Vec<stream::Object> = dataset
-        .items()
         .iter()
         .map(|item| stream::Object {
-            uri: item.uri.clone(),
-            size: item.size,
-            etag: item.etag.clone(),
             file: files.get(&item.uri).cloned(),
+            uri: item.uri,
+            size: item.size,
+            etag: item.etag,
         })
         .collect();
     let budget = (a.memory_budget > 0).then_some(a.memory_budget);

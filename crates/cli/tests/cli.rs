@@ -734,6 +734,31 @@ fn serve_holds_ten_million_synthetic_objects_in_little_memory() {
     assert!(rss < 300 << 20, "the server holds {} MiB", rss >> 20);
 }
 
+/// `ls -r` over 200,000 keys (listed with several pages in flight) prints every key once,
+/// in key order, and nothing from beside the prefix.
+#[test]
+fn ls_recursive_lists_every_key_in_order() {
+    let (mut child, endpoint) = spawn_serve(&["--synthetic", "d/{i}.bin:200000x1,dz{i}:1x1"]);
+    let listed = Command::new(BIN)
+        .args(["ls", "-r", "s3://sluice-test/d/", "--endpoint", &endpoint])
+        .env("AWS_ACCESS_KEY_ID", "sluice-test-access")
+        .env("AWS_SECRET_ACCESS_KEY", "sluice-test-secret")
+        .output()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(listed.status.success(), "{}", text(&listed));
+    let keys: Vec<&str> = std::str::from_utf8(&listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit("s3://sluice-test/").next().unwrap())
+        .collect();
+    let mut want: Vec<String> = (0..200_000).map(|i| format!("d/{i}.bin")).collect();
+    want.sort();
+    assert_eq!(keys.len(), want.len());
+    assert!(keys.iter().zip(&want).all(|(k, w)| k == w), "key order");
+}
+
 #[test]
 fn serve_answers_and_stops() {
     let dir = tempfile::tempdir().unwrap();

@@ -41,7 +41,7 @@ pub use error::{Error, ErrorKind, Result, TimeoutPhase};
 pub use listing::{ListOptions, ListPage, Upload};
 pub use multipart::Multipart;
 pub use object::{EndpointStats, MAX_OBJECT_SIZE, same_etag};
-pub use parallel_list::{LIST_WORKERS, list_parallel};
+pub use parallel_list::{LIST_WORKERS, list_parallel, list_parallel_into};
 pub use put_options::{Attributes, PutMode, PutOptions};
 pub use range::{
     ByteRange, FOLLOW_MAX_RANGE, FOLLOW_MIN_RANGE, RangePlanner, RangeSize, split_ranges,

@@ -14,7 +14,7 @@ use crate::object::{ListEntry, ObjectMeta};
 use crate::store::{ObjectStore, ObjectStoreExt};
 use crate::uri::ObjectUri;
 use futures::TryStreamExt;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -61,45 +61,72 @@ pub async fn list_parallel(
     prefix: &ObjectUri,
     workers: usize,
 ) -> Result<Vec<ObjectMeta>> {
+    let mut all = Vec::new();
+    list_parallel_into(store, prefix, workers, Vec::push, |part| all.extend(part)).await?;
+    Ok(all)
+}
+
+/// `list_parallel`, each object folded by `add` into its range's `T` as its page arrives,
+/// so that a caller keeping a compact form (a loader's dataset, lines of output) never
+/// holds millions of `ObjectMeta`s. `emit` gets the ranges' parts in key order, each as soon
+/// as every range before it is done: the first keys can be shown while the rest are listed.
+/// On an error the parts emitted so far are the start of the listing, never all of it.
+pub async fn list_parallel_into<T, F, E>(
+    store: &dyn ObjectStore,
+    prefix: &ObjectUri,
+    workers: usize,
+    add: F,
+    mut emit: E,
+) -> Result<()>
+where
+    T: Default + Send,
+    F: Fn(&mut T, ObjectMeta) + Sync,
+    E: FnMut(T) + Send,
+{
     let first = match store
         .list_page(prefix, &ListOptions::from(true, None))
         .await
     {
         Err(e) if e.is_unsupported() => {
-            return store
-                .list(prefix, true)
-                .try_filter_map(|e| async move { Ok(object(e)) })
-                .try_collect()
-                .await;
+            let mut all = T::default();
+            let mut entries = store.list(prefix, true);
+            while let Some(e) = entries.try_next().await? {
+                if let Some(m) = object(e) {
+                    add(&mut all, m);
+                }
+            }
+            emit(all);
+            return Ok(());
         }
         r => r?,
     };
-    let mut listed: Vec<(Option<String>, Vec<ObjectMeta>)> = Vec::new();
-    let first_objects: Vec<ObjectMeta> = first.entries.into_iter().filter_map(object).collect();
-    let last = first_objects.last().map(|m| m.uri.key().to_owned());
-    listed.push((None, first_objects));
-    if first.next_token.is_some() {
-        let Some(last) = last else {
-            return Err(Error::transport(
-                prefix.to_string(),
-                "a listing page without objects said more follow",
-            ));
-        };
-        let busy = Mutex::new(Vec::new());
-        let done = Mutex::new(Vec::new());
-        let rest = Range::new(Some(last), None, true);
-        let work = (0..workers.max(1)).map(|n| {
-            let first = (n == 0).then(|| rest.clone());
-            worker(store, prefix, first, &busy, &done)
-        });
-        futures::future::try_join_all(work).await?;
-        listed.extend(done.into_inner().expect("done lock"));
+    let mut head = T::default();
+    let mut last = None;
+    for m in first.entries.into_iter().filter_map(object) {
+        last = Some(m.uri.key().to_owned());
+        add(&mut head, m);
     }
-    listed.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(listed
-        .into_iter()
-        .flat_map(|(_, objects)| objects)
-        .collect())
+    emit(head);
+    if first.next_token.is_none() {
+        return Ok(());
+    }
+    let Some(last) = last else {
+        return Err(Error::transport(
+            prefix.to_string(),
+            "a listing page without objects said more follow",
+        ));
+    };
+    let ranges = Ranges {
+        busy: Mutex::new(Vec::new()),
+        done: Mutex::new((BTreeMap::new(), emit)),
+    };
+    let rest = Range::new(Some(last), None, true);
+    let work = (0..workers.max(1)).map(|n| {
+        let first = (n == 0).then(|| rest.clone());
+        worker(store, prefix, first, &ranges, &add)
+    });
+    futures::future::try_join_all(work).await?;
+    Ok(())
 }
 
 fn object(e: ListEntry) -> Option<ObjectMeta> {
@@ -109,31 +136,60 @@ fn object(e: ListEntry) -> Option<ObjectMeta> {
     }
 }
 
+/// The ranges being listed, and those listed but not emitted yet (a range before them is
+/// still being listed), by where each starts.
+struct Ranges<T, E> {
+    busy: Mutex<Vec<Arc<Range>>>,
+    done: Mutex<(BTreeMap<String, T>, E)>,
+}
+
+impl<T, E: FnMut(T)> Ranges<T, E> {
+    /// `range` is listed: its part is emitted, with those after it that waited for it, once
+    /// no range before it is being listed. A range yet to be stolen starts after the one it
+    /// is stolen from, which is busy, so it cannot come before a part emitted here.
+    fn finish(&self, range: &Arc<Range>, part: T) {
+        let mut busy = self.busy.lock().expect("ranges lock");
+        busy.retain(|r| !Arc::ptr_eq(r, range));
+        let mut done = self.done.lock().expect("done lock");
+        let (waiting, emit) = &mut *done;
+        waiting.insert(
+            range
+                .after
+                .clone()
+                .expect("a worker's range starts after a key"),
+            part,
+        );
+        let first_busy = busy.iter().filter_map(|r| r.after.as_deref()).min();
+        while let Some(entry) = waiting.first_entry() {
+            if first_busy.is_some_and(|b| b < entry.key().as_str()) {
+                break;
+            }
+            emit(entry.remove());
+        }
+    }
+}
+
 /// Lists `first`, if given, then the upper halves of ranges others are listing (`busy`),
 /// until none can be split.
-async fn worker(
+async fn worker<T: Default, F: Fn(&mut T, ObjectMeta), E: FnMut(T)>(
     store: &dyn ObjectStore,
     prefix: &ObjectUri,
     mut first: Option<Arc<Range>>,
-    busy: &Mutex<Vec<Arc<Range>>>,
-    done: &Mutex<Vec<(Option<String>, Vec<ObjectMeta>)>>,
+    ranges: &Ranges<T, E>,
+    add: &F,
 ) -> Result<()> {
     loop {
         let range = {
-            let mut busy = busy.lock().expect("ranges lock");
+            let mut busy = ranges.busy.lock().expect("ranges lock");
             let Some(range) = first.take().or_else(|| steal(prefix, &busy)) else {
                 return Ok(());
             };
             busy.push(range.clone());
             range
         };
-        let objects = list_range(store, prefix, &range).await;
-        busy.lock()
-            .expect("ranges lock")
-            .retain(|r| !Arc::ptr_eq(r, &range));
-        done.lock()
-            .expect("done lock")
-            .push((range.after.clone(), objects?));
+        let mut part = T::default();
+        list_range(store, prefix, &range, |m| add(&mut part, m)).await?;
+        ranges.finish(&range, part);
     }
 }
 
@@ -156,14 +212,15 @@ fn steal(prefix: &ObjectUri, busy: &[Arc<Range>]) -> Option<Arc<Range>> {
     })
 }
 
-/// The objects of one range, page by page from its start, until a key passes its bound
-/// (which may move down meanwhile) or the listing ends.
+/// The objects of one range, page by page from its start, each handed to `add`, until a key
+/// passes its bound (which may move down meanwhile) or the listing ends.
 async fn list_range(
     store: &dyn ObjectStore,
     prefix: &ObjectUri,
     range: &Range,
-) -> Result<Vec<ObjectMeta>> {
-    let mut out: Vec<ObjectMeta> = Vec::new();
+    mut add: impl FnMut(ObjectMeta),
+) -> Result<()> {
+    let mut last: Option<String> = None;
     let mut opts = ListOptions {
         recursive: true,
         start_after: range.after.clone(),
@@ -179,7 +236,7 @@ async fn list_range(
             // A store that ignores start-after answers from the start: those keys are
             // another range's.
             if range.after.as_deref().is_some_and(|a| key <= a)
-                || out.last().is_some_and(|l| key <= l.uri.key())
+                || last.as_deref().is_some_and(|l| key <= l)
             {
                 continue;
             }
@@ -187,10 +244,11 @@ async fn list_range(
                 ended = true;
                 break;
             }
-            out.push(m);
+            last = Some(key.to_owned());
+            add(m);
         }
-        if let Some(m) = out.last() {
-            *range.reached.lock().expect("range lock") = Some(m.uri.key().to_owned());
+        if last.is_some() {
+            range.reached.lock().expect("range lock").clone_from(&last);
         }
         let more = page.next_token.is_some() && !ended;
         range.more.store(more, Ordering::Release);
@@ -207,7 +265,7 @@ async fn list_range(
                 opts.token = Some(token);
                 opts.start_after = None;
             }
-            _ => return Ok(out),
+            _ => return Ok(()),
         }
     }
 }

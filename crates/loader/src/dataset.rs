@@ -1,7 +1,9 @@
 //! What to read: a list of objects, how it is shuffled and how it is split across ranks and
 //! workers.
 
+use crate::columns::Columns;
 use sluice_core::{ObjectStore, ObjectUri, Result};
+use std::sync::Arc;
 
 /// One object to read; `size` when a listing told us, and the
 /// listing's `etag`, which pins every request for the object to the version listed.
@@ -31,60 +33,138 @@ impl Item {
 /// What a loader reads: a list of objects in a fixed order, which each loader then
 /// shuffles (per epoch) and deals out among readers (see `plan_indices`). Every reader
 /// must build it in the same order for the shards to be disjoint.
+///
+/// Kept compact (an object costs its key's bytes and about 32 more: `columns`), and shared:
+/// a clone, and each loader made from it, hold the same items.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dataset {
-    items: Vec<Item>,
+    cols: Arc<Columns>,
 }
 
 impl Dataset {
     /// From URIs as given: no listing, no HEAD; sizes are learned while reading.
     pub fn from_uris(uris: impl IntoIterator<Item = ObjectUri>) -> Self {
-        Self {
-            items: uris.into_iter().map(Item::new).collect(),
+        let uris = uris.into_iter();
+        let mut cols = Columns::with_capacity(uris.size_hint().0);
+        for uri in uris {
+            cols.push(&uri, None, None);
         }
+        Self::from_columns(cols)
     }
 
-    /// From a listing of `prefix` (recursive, several pages in flight: `list_parallel`),
-    /// keeping the sizes it reports; only keys ending with `suffix` when given. Items come
-    /// in key order.
+    /// From a listing of `prefix` (recursive, several pages in flight: `list_parallel_into`,
+    /// each page kept compact as it comes), keeping the sizes and ETags it reports; only keys
+    /// ending with `suffix` when given. Items come in key order.
     pub async fn from_prefix(
         store: &dyn ObjectStore,
         prefix: &ObjectUri,
         suffix: Option<&str>,
     ) -> Result<Self> {
-        let items = sluice_core::list_parallel(store, prefix, sluice_core::LIST_WORKERS)
-            .await?
-            .into_iter()
-            .filter(|m| suffix.is_none_or(|s| m.uri.key().ends_with(s)))
-            .map(|m| Item {
-                uri: m.uri,
-                size: Some(m.size),
-                etag: m.etag,
-            })
-            .collect();
-        Ok(Self { items })
+        let mut cols = Columns::default();
+        sluice_core::list_parallel_into(
+            store,
+            prefix,
+            sluice_core::LIST_WORKERS,
+            |part: &mut Columns, m| {
+                if suffix.is_none_or(|s| m.uri.key().ends_with(s)) {
+                    part.push(&m.uri, Some(m.size), m.etag.as_deref());
+                }
+            },
+            |part| cols.append(&part),
+        )
+        .await?;
+        Ok(Self::from_columns(cols))
     }
 
     /// From items as given, with whatever sizes and versions the caller already knows.
-    pub fn from_items(items: Vec<Item>) -> Self {
-        Self { items }
+    pub fn from_items(items: impl IntoIterator<Item = Item>) -> Self {
+        let items = items.into_iter();
+        let mut cols = Columns::with_capacity(items.size_hint().0);
+        for i in items {
+            cols.push(&i.uri, i.size, i.etag.as_deref());
+        }
+        Self::from_columns(cols)
     }
 
-    /// The items, in dataset order.
-    pub fn items(&self) -> &[Item] {
-        &self.items
+    fn from_columns(mut cols: Columns) -> Self {
+        cols.shrink_to_fit();
+        Self {
+            cols: Arc::new(cols),
+        }
+    }
+
+    /// The `i`th item, if there are that many.
+    pub fn get(&self, i: usize) -> Option<Item> {
+        (i < self.len()).then(|| self.cols.item(i))
+    }
+
+    /// The `i`th item's key, if there are that many (no allocation).
+    pub fn key(&self, i: usize) -> Option<&str> {
+        (i < self.len()).then(|| self.cols.key(i))
+    }
+
+    /// The `i`th item's size, when known.
+    pub fn size(&self, i: usize) -> Option<u64> {
+        (i < self.len()).then(|| self.cols.size(i)).flatten()
+    }
+
+    /// The items, in dataset order, each built as it is reached.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Item> + '_ {
+        (0..self.len()).map(|i| self.cols.item(i))
     }
 
     /// Number of items.
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.cols.len()
     }
 
     /// Whether there are no items.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
+    }
+
+    /// Bytes the items take on the heap (shared by every clone): what holding the dataset
+    /// costs.
+    pub fn heap_bytes(&self) -> usize {
+        self.cols.heap_bytes()
     }
 }
+
+/// One reader's items in the order it reads them, built from the dataset one at a time, so
+/// that a loader over millions of objects holds an index per object, not an `Item`.
+#[derive(Debug)]
+pub(crate) struct Shard {
+    dataset: Dataset,
+    order: std::vec::IntoIter<usize>,
+}
+
+impl Shard {
+    pub(crate) fn new(dataset: &Dataset, order: Vec<usize>) -> Self {
+        Self {
+            dataset: dataset.clone(),
+            order: order.into_iter(),
+        }
+    }
+
+    /// The sizes of the items not read yet, in order (`None` where unknown).
+    pub(crate) fn sizes(&self) -> impl Iterator<Item = Option<u64>> + '_ {
+        self.order.as_slice().iter().map(|&i| self.dataset.size(i))
+    }
+}
+
+impl Iterator for Shard {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        self.order.next().map(|i| self.dataset.cols.item(i))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.order.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Shard {}
 
 /// Which part of the dataset this reader takes: the dataset is cut into
 /// `world_size × num_workers` disjoint shards, dealt round-robin after the shuffle, as

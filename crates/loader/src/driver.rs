@@ -5,7 +5,7 @@
 //! fetch in flight.
 
 use crate::budget::{Budget, Reservation};
-use crate::dataset::Item;
+use crate::dataset::{Item, Shard};
 use crate::delivery::{Delivery, Object};
 use crate::fetch::{Fetched, Fetcher};
 use crate::options::{FOLLOW_MAX, FOLLOW_MIN, LoaderOptions, OnError, Order};
@@ -32,7 +32,7 @@ struct Admitted {
 /// The items in dataset order, numbered. Nothing is asked before an object's first GET: an
 /// object named without a size learns it from its first answer, and under a memory budget
 /// is admitted on a guess (`Fetcher::first_piece`).
-type Items = std::iter::Enumerate<std::vec::IntoIter<Item>>;
+type Items = std::iter::Enumerate<Shard>;
 
 /// Waits for the next item's prefetch slot and memory. Cancel-safe, for `select!`: an item
 /// taken from `items` waits in `staged` until its memory is granted. `None` at the end.
@@ -172,7 +172,7 @@ pub(crate) struct Driver {
 impl Driver {
     pub(crate) fn new(
         fetcher: Fetcher,
-        items: Vec<Item>,
+        items: Shard,
         opts: LoaderOptions,
         tx: mpsc::Sender<Delivery>,
         stats: Arc<Stats>,
@@ -180,11 +180,11 @@ impl Driver {
         let budget = opts.memory_budget.map(Budget::new);
         if let Some(b) = &budget {
             // Listed sizes are known now; the others as their answers come (`Fetcher::saw`).
-            b.room_for(items.iter().filter_map(|i| i.size).max().unwrap_or(0));
+            b.room_for(items.sizes().flatten().max().unwrap_or(0));
         }
         // A fresh client starts its search from what this job could have in flight.
         if let Some(c) = fetcher.store.congestion() {
-            let sizes = items.iter().take(opts.window_max()).map(|i| i.size);
+            let sizes = items.sizes().take(opts.window_max());
             let requests = fetcher.range_size.requests_at_once(
                 sizes,
                 fetcher.range_threshold,
@@ -201,7 +201,7 @@ impl Driver {
         Self {
             window,
             budget,
-            items: items.into_iter().enumerate(),
+            items: items.enumerate(),
             staged: None,
             tasks: JoinSet::new(),
             in_order: InOrder::default(),

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 mod budget;
+mod columns;
 pub mod dataset;
 mod delivery;
 mod driver;

@@ -2,7 +2,7 @@
 //! task on the multi-threaded runtime, and hands finished objects to the consumer through a
 //! bounded channel. Dropping the loader aborts the driver, whose task set aborts every fetch.
 
-use crate::dataset::{Dataset, Item, plan_indices};
+use crate::dataset::{Dataset, Shard, plan_indices};
 use crate::delivery::{Delivery, Object};
 use crate::driver::Driver;
 use crate::fetch::Fetcher;
@@ -41,11 +41,8 @@ impl Loader {
         opts: LoaderOptions,
     ) -> Result<Self> {
         opts.validate()?;
-        let items: Vec<Item> =
-            plan_indices(dataset.len(), opts.shuffle_seed, opts.epoch, opts.sharding)
-                .into_iter()
-                .map(|i| dataset.items()[i].clone())
-                .collect();
+        let order = plan_indices(dataset.len(), opts.shuffle_seed, opts.epoch, opts.sharding);
+        let items = Shard::new(dataset, order);
         let len = items.len();
         let fetcher = Fetcher {
             store,

@@ -318,10 +318,18 @@ impl Client {
         let u = parse_uri(uri)?;
         if recursive {
             // Every key: several pages in flight, in key order.
-            let objects = block(py, async move {
-                sluice_core::list_parallel(store.as_ref(), &u, sluice_core::LIST_WORKERS).await
-            })?;
-            return Ok(objects.iter().map(|m| m.uri.to_string()).collect());
+            return block(py, async move {
+                let mut uris = Vec::new();
+                sluice_core::list_parallel_into(
+                    store.as_ref(),
+                    &u,
+                    sluice_core::LIST_WORKERS,
+                    |part: &mut Vec<String>, m| part.push(m.uri.to_string()),
+                    |part| uris.extend(part),
+                )
+                .await
+                .map(|()| uris)
+            });
         }
         let entries: Vec<ListEntry> =
             block(py, async move { store.list(&u, false).try_collect().await })?;

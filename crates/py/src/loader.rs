@@ -6,15 +6,12 @@ use crate::object::Object;
 use crate::runtime::block;
 use crate::runtime::{SIGNAL_CHECK, check_owner, runtime};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use sluice_loader::{OnError, Order, Sharding};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Runtime;
 use tokio::time::timeout;
-
-/// (URI, size if a listing told it): how a dataset item travels through pickle.
-type PickledItem = (String, Option<u64>);
 
 /// The objects to read: URIs as given, or one listing of a prefix.
 #[pyclass(frozen, module = "sluice", name = "Dataset")]
@@ -56,14 +53,14 @@ impl Dataset {
         Ok(Self { inner })
     }
 
-    /// Rebuilds a dataset from `__reduce__`'s (uri, size) pairs.
+    /// Rebuilds a dataset from `__reduce__`'s bytes.
     #[staticmethod]
-    fn _from_items(items: Vec<PickledItem>) -> PyResult<Self> {
-        let items = items
-            .into_iter()
-            .map(|(u, size)| {
+    fn _from_pickle(data: &[u8]) -> PyResult<Self> {
+        let items = pickled::decode(data)
+            .map(|r| {
+                let (uri, size) = r.map_err(|why| value_error("Dataset pickle", why))?;
                 Ok(sluice_loader::Item {
-                    uri: parse_uri(&u)?,
+                    uri: parse_uri(uri)?,
                     size,
                     etag: None,
                 })
@@ -75,28 +72,37 @@ impl Dataset {
     }
 
     /// Pickling (spawned DataLoader workers receive the dataset this way): the URIs and the
-    /// sizes a listing found, so a worker needs no listing of its own.
+    /// sizes a listing found, so a worker needs no listing of its own; as one bytes object,
+    /// not a Python object per item.
     fn __reduce__<'py>(
         slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (Vec<PickledItem>,))> {
-        let items = slf
-            .get()
-            .inner
-            .items()
-            .iter()
-            .map(|i| (i.uri.to_string(), i.size))
-            .collect();
-        Ok((slf.get_type().getattr("_from_items")?, (items,)))
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let data = pickled::encode(&slf.get().inner);
+        Ok((
+            slf.get_type().getattr("_from_pickle")?,
+            (PyBytes::new(slf.py(), &data),),
+        ))
     }
 
     /// The URIs, in dataset order.
     #[getter]
     fn uris(&self) -> Vec<String> {
-        self.inner
-            .items()
-            .iter()
-            .map(|i| i.uri.to_string())
-            .collect()
+        self.inner.iter().map(|i| i.uri.to_string()).collect()
+    }
+
+    /// The `index`th URI (negative counts from the end).
+    fn __getitem__(&self, index: isize) -> PyResult<String> {
+        let len = self.inner.len() as isize;
+        let i = if index < 0 { index + len } else { index };
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.inner.get(i))
+            .map(|item| item.uri.to_string())
+            .ok_or_else(|| {
+                pyo3::exceptions::PyIndexError::new_err(format!(
+                    "dataset index {index} out of range for {len} objects"
+                ))
+            })
     }
 
     fn __len__(&self) -> usize {
@@ -415,5 +421,62 @@ impl Loader {
         _tb: Option<&Bound<'_, PyAny>>,
     ) {
         self.close(py);
+    }
+}
+
+/// A dataset as pickled: per item, the URI's length (u32, little-endian), the URI, then 0
+/// for a size not known or 1 and the size (u64, little-endian).
+mod pickled {
+    pub(super) fn encode(d: &sluice_loader::Dataset) -> Vec<u8> {
+        let mut out = Vec::new();
+        for item in d.iter() {
+            let uri = item.uri.to_string();
+            // A URI is at most a bucket, a scheme and S3's 1,024-byte key, or a path.
+            let len = u32::try_from(uri.len()).expect("a URI shorter than 4 GiB");
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(uri.as_bytes());
+            match item.size {
+                Some(size) => {
+                    out.push(1);
+                    out.extend_from_slice(&size.to_le_bytes());
+                }
+                None => out.push(0),
+            }
+        }
+        out
+    }
+
+    /// The (URI, size) pairs, or why the bytes are not a pickled dataset.
+    pub(super) fn decode(
+        mut data: &[u8],
+    ) -> impl Iterator<Item = Result<(&str, Option<u64>), String>> {
+        std::iter::from_fn(move || {
+            if data.is_empty() {
+                return None;
+            }
+            let mut take = |n: usize| -> Result<&[u8], String> {
+                if data.len() < n {
+                    return Err(format!("truncated: {} bytes left, {n} needed", data.len()));
+                }
+                let (head, rest) = data.split_at(n);
+                data = rest;
+                Ok(head)
+            };
+            let item = (|| {
+                let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes"));
+                let uri = std::str::from_utf8(take(len as usize)?)
+                    .map_err(|e| format!("a URI is not UTF-8: {e}"))?;
+                let size = match take(1)?[0] {
+                    0 => None,
+                    1 => Some(u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"))),
+                    b => return Err(format!("a size flag of {b}, not 0 or 1")),
+                };
+                Ok((uri, size))
+            })();
+            if item.is_err() {
+                data = &[];
+            }
+            Some(item)
+        })
     }
 }

@@ -156,6 +156,18 @@ def test_dataset_pickles_with_sizes(server, client, prefix):
     assert server.gets - gets == 3, "sizes survived pickling: one plain GET each"
 
 
+def test_dataset_indexes_and_refuses_a_corrupt_pickle():
+    uris = [f"s3://bkt/k{i}" for i in range(5)] + ["file:///data/x"]
+    ds = sluice.Dataset.from_uris(uris)
+    assert [ds[i] for i in range(len(ds))] == uris and ds[-1] == "file:///data/x"
+    with pytest.raises(IndexError, match="6 out of range for 6"):
+        ds[6]
+    back = pickle.loads(pickle.dumps(ds))
+    assert back.uris == uris
+    with pytest.raises(ValueError, match="Dataset pickle.*truncated"):
+        sluice.Dataset._from_pickle(ds.__reduce__()[1][0][:10])
+
+
 def _read_shard(args):
     endpoint, uris, worker, workers = args
     import sluice as s

@@ -111,15 +111,11 @@ async fn a_job_that_knows_its_objects_starts_with_as_many_requests() {
     // and the fresh client starts there rather than at 16; then every object arrives.
     let (server, uris) = server(&[("get-latency", "20ms")]).await;
     let store = sluice::registry::open(Some("hyper"), config_for(&server, Scheme::Http)).unwrap();
-    let items = uris
-        .into_iter()
-        .map(|uri| sluice_loader::Item {
-            uri,
-            size: Some(SIZE as u64),
-            etag: None,
-        })
-        .collect();
-    let dataset = Dataset::from_items(items);
+    let dataset = Dataset::from_items(uris.into_iter().map(|uri| sluice_loader::Item {
+        uri,
+        size: Some(SIZE as u64),
+        etag: None,
+    }));
     let loader = Loader::new(store.clone(), &dataset, LoaderOptions::default()).unwrap();
     let c = store.congestion().unwrap();
     assert_eq!(c.limit, c.max, "{c:?}");

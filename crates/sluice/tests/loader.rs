@@ -252,15 +252,11 @@ async fn memory_budget_bounds_objects_in_flight(backend: &'static str) {
             range_threshold: sluice_core::RangePlanner::NEVER,
             ..opts()
         };
-        let ds = Dataset::from_items(
-            uris.iter()
-                .map(|u| sluice_loader::Item {
-                    uri: u.clone(),
-                    size: Some(1 << 20),
-                    etag: None,
-                })
-                .collect(),
-        );
+        let ds = Dataset::from_items(uris.iter().map(|u| sluice_loader::Item {
+            uri: u.clone(),
+            size: Some(1 << 20),
+            etag: None,
+        }));
         let mut loader = Loader::new(store, &ds, o).unwrap();
         assert_eq!(drain(&mut loader).await.len(), 16);
         let peak = server.faults().peak_concurrency();

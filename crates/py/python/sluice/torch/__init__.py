@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import torch.distributed
 import torch.utils.data
@@ -97,13 +97,17 @@ class S3MapDataset(torch.utils.data.Dataset):
 
     def __init__(
         self,
-        uris: Sequence[str],
+        uris: Union[Sequence[str], sluice.Dataset],
         transform: Optional[Transform] = None,
         backend: Optional[str] = None,
         config: Optional[sluice.Config] = None,
     ):
         super().__init__()
-        self._uris: List[str] = list(uris)
+        # A sluice.Dataset holds a million URIs in tens of megabytes; a list of str in
+        # about three times that, copied into every worker.
+        self._dataset = (
+            uris if isinstance(uris, sluice.Dataset) else sluice.Dataset.from_uris(list(uris))
+        )
         self._transform = transform or _identity
         self._backend = backend
         self._config = config
@@ -112,8 +116,7 @@ class S3MapDataset(torch.utils.data.Dataset):
 
     @classmethod
     def from_prefix(cls, uri: str, suffix: Optional[str] = None, **kwargs: Any) -> "S3MapDataset":
-        listed = sluice.Dataset.from_prefix(uri, suffix, config=kwargs.get("config"))
-        return cls(listed.uris, **kwargs)
+        return cls(sluice.Dataset.from_prefix(uri, suffix, config=kwargs.get("config")), **kwargs)
 
     def _get_client(self) -> sluice.Client:
         # One client per process: a forked worker must not reuse its parent's connections.
@@ -123,10 +126,10 @@ class S3MapDataset(torch.utils.data.Dataset):
         return self._client
 
     def __len__(self) -> int:
-        return len(self._uris)
+        return len(self._dataset)
 
     def __getitem__(self, index: int) -> Any:
-        return self._transform(self._get_client().get(self._uris[index]))
+        return self._transform(self._get_client().get(self._dataset[index]))
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
