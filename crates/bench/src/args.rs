@@ -23,6 +23,11 @@ pub struct BenchArgs {
     /// under a sub-prefix of their own and delete only what they wrote)
     #[arg(long)]
     pub(super) allow_existing: bool,
+    /// small, stat, list: read the objects already under --uri (listed once, in parallel,
+    /// before the clock starts) instead of writing a read set: a `sluice serve --synthetic`
+    /// store of millions, say. Nothing is written; --count is then every object listed
+    #[arg(long, requires = "uri")]
+    pub(super) existing: bool,
     /// get: records generated on the embedded server [24]; put: keys rewritten in turn
     /// [as many as fit in 1 GiB, at most 1000]; small, stat, list, mixed: objects read
     /// [1000]; delete: objects deleted [5000]; checkpoint: checkpoints per rank [1]
@@ -37,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub(super) size_dist: Option<PathBuf>,
     /// An MLPerf Storage workload's object size, and its accelerators-fed column: unet3d,
-    /// cosmoflow, resnet50, dlrm, llama3-8b (checkpoint: 13.1 GB per rank, 8 ranks)
+    /// cosmoflow, resnet50, dlrm, retinanet, llama3-8b (checkpoint: 13.1 GB per rank, 8 ranks)
     #[arg(long, conflicts_with_all = ["size", "size_dist"])]
     pub(super) preset: Option<String>,
     /// get: reader shapes, processes x prefetch (a number, or auto: the loader's window

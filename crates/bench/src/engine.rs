@@ -17,6 +17,7 @@ use sluice_console::rusage;
 use sluice_core::ObjectStoreExt;
 use sluice_core::listing::ListOptions;
 use sluice_core::{ByteRange, ObjectStore, ObjectUri, PutPayload, Segment, WriteOptions};
+use sluice_loader::{Dataset, Item};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -53,6 +54,9 @@ pub struct OpsArgs {
     pub(super) max_error_share: f64,
     #[arg(long, default_value_t = 1)]
     pub(super) seed: u64,
+    /// Read the objects already under --prefix; write none (`sluice bench --existing`)
+    #[arg(long)]
+    pub(super) existing: bool,
     #[command(flatten)]
     pub(super) store: StoreArgs,
 }
@@ -104,12 +108,29 @@ pub async fn run(a: OpsArgs) -> Result<(), Failure> {
     };
     let mut rng = fastrand::Rng::with_seed(a.seed);
     let payload = Bytes::from((0..source_len).map(|_| rng.u8(..)).collect::<Vec<u8>>());
+    if a.existing
+        && !matches!(
+            a.workload,
+            Workload::Small | Workload::Stat | Workload::List
+        )
+    {
+        return Err(Failure::Usage(format!(
+            "--existing: {} writes; only small, stat and list read what is there",
+            a.workload.name()
+        )));
+    }
+    let list_dir = if a.existing {
+        prefix.clone()
+    } else {
+        prefix.with_key(format!("{}objects/", prefix.key()))
+    };
     let mut ctx = Ctx {
         store: store.clone(),
+        list_dir,
         prefix,
         sizes,
         payload,
-        objects: Vec::new(),
+        objects: Dataset::default(),
         deletable: Mutex::new(Vec::new()),
         written: Mutex::new(BTreeSet::new()),
         put_keys: if mix.deletes() {
@@ -153,8 +174,22 @@ async fn setup(a: &OpsArgs, mix: &Mix, ctx: &mut Ctx) -> Result<(), Failure> {
             *lock(&ctx.deletable) = set.into_iter().map(|(u, _)| u).collect();
         }
         Workload::Checkpoint => {}
+        _ if a.existing => {
+            ctx.objects = Dataset::from_prefix(ctx.store.as_ref(), &ctx.prefix, None).await?;
+            if ctx.objects.is_empty() {
+                return Err(Failure::Usage(format!(
+                    "--existing: no objects under {}",
+                    ctx.prefix
+                )));
+            }
+        }
         _ if mix.reads() => {
-            ctx.objects = write_set(ctx, "objects", a.count.max(1), a.concurrency).await?;
+            let set = write_set(ctx, "objects", a.count.max(1), a.concurrency).await?;
+            ctx.objects = Dataset::from_items(set.into_iter().map(|(uri, size)| Item {
+                uri,
+                size: Some(size),
+                etag: None,
+            }));
         }
         _ => {}
     }
@@ -206,8 +241,10 @@ struct Ctx {
     prefix: ObjectUri,
     sizes: SizeSpec,
     payload: Bytes,
-    /// The read set: objects and their sizes.
-    objects: Vec<(ObjectUri, u64)>,
+    /// The read set: objects and their sizes (millions, with `--existing`: kept compact).
+    objects: Dataset,
+    /// Where `list` lists: the read set's prefix.
+    list_dir: ObjectUri,
     /// Objects the load may delete (its own PUTs', or delete's setup).
     deletable: Mutex<Vec<ObjectUri>>,
     /// Every object this run wrote that still exists: deleted at the end.
@@ -253,13 +290,13 @@ impl Ctx {
         let fail = |e| (op, e);
         match op {
             Op::Get => {
-                let Some((uri, len)) = self.objects.get(pick) else {
+                let Some(item) = self.objects.get(pick) else {
                     return Ok(None);
                 };
-                let mut seg = Segment::counting(*len as usize);
+                let mut seg = Segment::counting(item.size.unwrap_or(0) as usize);
                 let info = self
                     .store
-                    .get_into(uri, None, &mut seg)
+                    .get_into(&item.uri, None, &mut seg)
                     .await
                     .map_err(fail)?;
                 Ok(Some((op, info.bytes, seg.first_byte_at().map(|t| t - t0))))
@@ -278,19 +315,24 @@ impl Ctx {
                 Ok(Some((op, size, None)))
             }
             Op::Stat => {
-                let Some((uri, _)) = self.objects.get(pick) else {
+                let Some(item) = self.objects.get(pick) else {
                     return Ok(None);
                 };
-                self.store.head(uri).await.map_err(fail)?;
+                self.store.head(&item.uri).await.map_err(fail)?;
                 Ok(Some((op, 0, None)))
             }
             Op::List => {
-                let dir = self.key("objects/");
+                // A page from a random place in the read set, as a listing split across
+                // the key space asks for them: not the first page again and again.
                 let opts = ListOptions {
                     recursive: true,
+                    start_after: self.objects.key(pick).map(str::to_owned),
                     ..Default::default()
                 };
-                self.store.list_page(&dir, &opts).await.map_err(fail)?;
+                self.store
+                    .list_page(&self.list_dir, &opts)
+                    .await
+                    .map_err(fail)?;
                 Ok(Some((op, 0, None)))
             }
             Op::Delete => {

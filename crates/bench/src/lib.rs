@@ -250,7 +250,7 @@ async fn target(
 
 /// The writing workloads on `--uri` refuse a prefix that holds objects, unless allowed.
 async fn check_empty(a: &BenchArgs, t: &Target) -> Result<(), Failure> {
-    if a.uri.is_none() || a.allow_existing {
+    if a.uri.is_none() || a.allow_existing || a.existing {
         return Ok(());
     }
     let opts = ListOptions {
@@ -405,11 +405,15 @@ async fn ops_workload(
             if ranks.is_root() {
                 eprintln!("{backend}: {} x{conc} ...", w.name());
             }
-            let prefix = t.scratch.with_key(format!(
-                "{}{}-{backend}-c{conc}/",
-                t.scratch.key(),
-                w.name()
-            ));
+            let prefix = if a.existing {
+                t.dataset.clone()
+            } else {
+                t.scratch.with_key(format!(
+                    "{}{}-{backend}-c{conc}/",
+                    t.scratch.key(),
+                    w.name()
+                ))
+            };
             ranks.barrier();
             let reports = ops_process(a, plan, w, backend, &sizes, count, conc, &prefix, t)?;
             let all = ranks.gather(serde_json::to_string(&reports).expect("serialisable"));
@@ -508,6 +512,9 @@ fn ops_process(
     cmd.arg("--mix").arg(plan.mix.to_string());
     cmd.arg("--max-error-share")
         .arg(a.max_error_share.to_string());
+    if a.existing {
+        cmd.arg("--existing");
+    }
     worker::pass_store(&mut cmd, &t.store_args, t.keys.as_ref());
     // The worker's log (SLUICE_LOG, warnings by default) goes where the bench's does.
     let out = cmd

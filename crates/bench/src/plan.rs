@@ -92,6 +92,21 @@ impl Plan {
         sluice_testserver::ServiceProfile::named(&a.server_profile)
             .map_err(|e| usage("--server-profile", e))?;
         let mix = Mix::parse(&a.mix)?;
+        if let Some(w) = workloads.iter().find(|w| {
+            a.existing
+                && !matches!(
+                    w,
+                    Workload::Get | Workload::Small | Workload::Stat | Workload::List
+                )
+        }) {
+            return Err(usage(
+                "--existing",
+                format!(
+                    "{} writes; only get, small, stat and list read what is there",
+                    w.name()
+                ),
+            ));
+        }
         let plan = Self {
             workloads,
             backends,

@@ -128,6 +128,9 @@ pub enum Preset {
     Cosmoflow,
     Resnet50,
     Dlrm,
+    /// retinanet (MLPerf Storage v3.0): 1,170,301 JPEG files of 322,957 bytes, one sample
+    /// each (`sluice serve --synthetic retinanet` serves them).
+    Retinanet,
     /// llama3-8b's checkpoint: 105 GB (15 GB model + 90 GB optimizer state, fp16/fp32) over
     /// 8 ranks, one object per rank.
     Llama3_8b,
@@ -140,11 +143,12 @@ impl Preset {
             "cosmoflow" => Self::Cosmoflow,
             "resnet50" => Self::Resnet50,
             "dlrm" => Self::Dlrm,
+            "retinanet" => Self::Retinanet,
             "llama3-8b" => Self::Llama3_8b,
             _ => {
                 return Err(Failure::Usage(format!(
                     "--preset {s:?}: not a preset; known: unet3d, cosmoflow, resnet50, dlrm, \
-                     llama3-8b"
+                     retinanet, llama3-8b"
                 )));
             }
         })
@@ -156,6 +160,7 @@ impl Preset {
             Self::Cosmoflow => "cosmoflow",
             Self::Resnet50 => "resnet50",
             Self::Dlrm => "dlrm",
+            Self::Retinanet => "retinanet",
             Self::Llama3_8b => "llama3-8b",
         }
     }
@@ -169,6 +174,7 @@ impl Preset {
             Self::Cosmoflow => 2_828_486,
             Self::Resnet50 => 1_251 * 114_660,
             Self::Dlrm => 4_718_592 * 761,
+            Self::Retinanet => 322_957,
             Self::Llama3_8b => 105_000_000_000 / 8,
         }
     }
@@ -228,7 +234,8 @@ impl Preset {
                     compute_s: 0.000_375,
                 }],
             )),
-            Self::Llama3_8b => None,
+            // Its accelerator configs come with MLPerf Storage v3.0's workloads.
+            Self::Retinanet | Self::Llama3_8b => None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! were, `bench compare`, bad input, and MPI ranks merged into one table.
 
 use serde_json::Value;
+use sluice_testserver::synthetic::Spec;
 use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -345,6 +346,77 @@ async fn too_many_failures_end_the_run_with_exit_1_and_the_figures_so_far() {
     assert!(t.contains("more than 1% of requests failed"), "{t}");
     assert!(t.contains("too many requests failed"), "{t}");
     assert!(t.contains("p99 ms"), "the figures so far are printed: {t}");
+}
+
+/// `--existing`: small, stat and list read a synthetic store's objects, found by one listing,
+/// with no failure and nothing written; a writing workload is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn existing_reads_what_is_there_and_writes_nothing() {
+    let s = TestServer::start(ServerOptions {
+        synthetic: Some(Spec::parse("train/img_{i}.jpeg:5000x2KiB").unwrap()),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("b.json");
+    let out = on(&s)
+        .args([
+            "bench",
+            "--uri",
+            "s3://sluice-test/train/",
+            "--existing",
+            "--workload",
+            "small,stat,list",
+            "--duration",
+            "1s",
+            "--concurrency",
+            "4",
+            "--backends",
+            "hyper",
+            "--no-curl",
+            "--json",
+        ])
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = json(&j);
+    for w in ["small", "stat", "list"] {
+        let r = rows(&doc, w)[0];
+        assert!(r["req_per_s"].as_f64().unwrap() > 0.0, "{w}: {r}");
+        let failed: u64 = r["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(failed, 0, "{w}: {r}");
+    }
+    // A GET's bytes are the listed size: 2 KiB each.
+    let get = &rows(&doc, "small")[0]["report"]["ops"]["get"];
+    assert_eq!(
+        get["bytes"].as_u64().unwrap(),
+        2048 * get["ok"].as_u64().unwrap(),
+        "{get}"
+    );
+    let ls = on(&s)
+        .args(["ls", "--recursive", "s3://sluice-test/"])
+        .output()
+        .unwrap();
+    let n = String::from_utf8_lossy(&ls.stdout).lines().count();
+    assert_eq!(n, 5000, "nothing written beside the synthetic objects");
+    let refused = on(&s)
+        .args(["bench", "--uri", "s3://sluice-test/train/", "--existing"])
+        .args(["--workload", "put", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("--existing") && text(&refused).contains("put writes"),
+        "{}",
+        text(&refused)
+    );
 }
 
 #[test]

@@ -93,6 +93,29 @@ impl<T, K> Page<T, K> {
     }
 }
 
+/// The continuation tokens a listing has followed. A store that hands one out twice would
+/// have the listing loop for ever.
+#[derive(Debug)]
+pub(crate) struct Tokens<K>(std::collections::HashSet<K>);
+
+impl<K: Clone + Eq + std::hash::Hash + std::fmt::Debug> Tokens<K> {
+    pub(crate) fn new() -> Self {
+        Self(Default::default())
+    }
+
+    /// Notes that `token` is followed next; an integrity error naming `subject` if it was
+    /// followed before.
+    pub(crate) fn follow(&mut self, subject: &str, token: &K) -> Result<()> {
+        if self.0.insert(token.clone()) {
+            return Ok(());
+        }
+        Err(Error::integrity(
+            subject.to_owned(),
+            format!("the listing repeated the continuation token {token:?}: it would never end"),
+        ))
+    }
+}
+
 /// Streams every page's entries in order; `fetch(token)` makes one attempt at one page
 /// (`None`: the first) and is retried under `policy`. The first error ends the stream. A
 /// continuation token handed out twice is an error: following it would loop for ever.
@@ -108,29 +131,24 @@ where
 {
     let fetch = std::sync::Arc::new(fetch);
     // State: None = done; Some(token) = the next page to fetch (first page: Some(None)).
-    let seen = std::collections::HashSet::<K>::new();
-    futures::stream::try_unfold((Some(None::<K>), seen), move |(state, mut seen)| {
-        let fetch = fetch.clone();
-        async move {
-            let Some(token) = state else { return Ok(None) };
-            let page = retry(policy, || fetch(token.clone())).await?;
-            if let Some(t) = &page.next_token
-                && !seen.insert(t.clone())
-            {
-                return Err(Error::integrity(
-                    page.subject,
-                    format!(
-                        "the listing repeated the continuation token {t:?}: it would never end"
-                    ),
-                ));
+    futures::stream::try_unfold(
+        (Some(None::<K>), Tokens::new()),
+        move |(state, mut seen)| {
+            let fetch = fetch.clone();
+            async move {
+                let Some(token) = state else { return Ok(None) };
+                let page = retry(policy, || fetch(token.clone())).await?;
+                if let Some(t) = &page.next_token {
+                    seen.follow(&page.subject, t)?;
+                }
+                let next = page.next_token.map(Some);
+                Ok(Some((
+                    futures::stream::iter(page.entries.into_iter().map(Ok)),
+                    (next, seen),
+                )))
             }
-            let next = page.next_token.map(Some);
-            Ok(Some((
-                futures::stream::iter(page.entries.into_iter().map(Ok)),
-                (next, seen),
-            )))
-        }
-    })
+        },
+    )
     .map(|r| match r {
         Ok(page) => page.boxed(),
         Err(e) => futures::stream::iter([Err(e)]).boxed(),

@@ -9,12 +9,12 @@
 //! apply.
 
 use crate::error::{Error, Result};
-use crate::listing::ListOptions;
+use crate::listing::{ListOptions, Tokens};
 use crate::object::{ListEntry, ObjectMeta};
 use crate::store::{ObjectStore, ObjectStoreExt};
 use crate::uri::ObjectUri;
 use futures::TryStreamExt;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -226,7 +226,7 @@ async fn list_range(
         start_after: range.after.clone(),
         ..ListOptions::default()
     };
-    let mut tokens = HashSet::new();
+    let mut tokens = Tokens::new();
     loop {
         let page = store.list_page(prefix, &opts).await?;
         let until = range.until();
@@ -254,14 +254,7 @@ async fn list_range(
         range.more.store(more, Ordering::Release);
         match page.next_token {
             Some(token) if !ended => {
-                if !tokens.insert(token.clone()) {
-                    return Err(Error::integrity(
-                        prefix.to_string(),
-                        format!(
-                            "the listing repeated the continuation token {token:?}: it would never end"
-                        ),
-                    ));
-                }
+                tokens.follow(&prefix.to_string(), &token)?;
                 opts.token = Some(token);
                 opts.start_after = None;
             }
