@@ -443,7 +443,8 @@ async fn ops_workload(
                         .min()
                         .unwrap_or(1000)
                         .max(10);
-                    let report = curl_ops(w, op, &sizes, count, requests, conc, t, ep).await?;
+                    let report =
+                        curl_ops(a.existing, w, op, &sizes, count, requests, conc, t, ep).await?;
                     rows.push(OpsRow::new(
                         "curl",
                         conc,
@@ -541,6 +542,7 @@ fn ops_process(
 /// wrote is deleted after.
 #[allow(clippy::too_many_arguments)]
 async fn curl_ops(
+    existing: bool,
     w: Workload,
     op: Op,
     sizes: &SizeSpec,
@@ -558,6 +560,20 @@ async fn curl_ops(
     let files = tempfile::tempdir().map_err(|e| Failure::Other(format!("temp dir: {e}")))?;
     let mut written = Vec::new();
     let transfers: Vec<(ObjectUri, Option<std::path::PathBuf>)> = match op {
+        // `--existing`: random objects of the prefix, as the client stacks read; none written.
+        Op::Get if existing => {
+            let listed = Dataset::from_prefix(t.store.as_ref(), &t.dataset, None).await?;
+            if listed.is_empty() {
+                return Err(Failure::Usage(format!(
+                    "--existing: no objects under {}",
+                    t.dataset
+                )));
+            }
+            (0..requests)
+                .filter_map(|_| listed.get(rng.usize(..listed.len())))
+                .map(|item| (item.uri, None))
+                .collect()
+        }
         Op::Get => {
             let max = usize::try_from(sizes.max()).unwrap_or(usize::MAX);
             let data: bytes::Bytes = (0..max).map(|_| rng.u8(..)).collect::<Vec<u8>>().into();
