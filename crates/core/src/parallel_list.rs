@@ -19,10 +19,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Pages a listing has in flight at most (`Dataset::from_prefix`, Python's recursive
-/// `list`): at S3's list latency of tens of milliseconds, 16 pages of 1,000 keys are a few
-/// hundred thousand keys a second, past what one process does with them; the client's
-/// limiter for metadata requests still decides how many go at once.
-pub const LIST_WORKERS: usize = 16;
+/// `list`, `sluice ls -r`): one page after another is bound by the LIST latency, tens of
+/// milliseconds a page of 1,000 keys; 16 in flight were still bound by it under S3-like
+/// latency, 32 reach what the client's CPU parses (docs/benchmarks.md, "A million objects"),
+/// 64 gained nothing more. The client's limiter for metadata requests still decides how
+/// many go at once.
+pub const LIST_WORKERS: usize = 32;
 
 /// Keys in a range of the listing: after `after` (or from the start), up to and including
 /// `until` (or to the end of the prefix).
@@ -352,6 +354,33 @@ mod tests {
         }
         let pages = store.wire().calls(Op::ListObjectsV2);
         assert!(pages >= 4 * 73, "every page was asked for: {pages}");
+    }
+
+    /// Pages that fail and are retried are asked again from where they stood: every key
+    /// comes once, in order, and only the failed attempts are added to the pages asked.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_page_retried_resumes_where_it_stood() {
+        let store = S3Store::over(MemoryWire::new(testing::config()).with_page_size(10));
+        let mut want = Vec::new();
+        for i in 0..300 {
+            let uri = ObjectUri::new("bkt", &format!("p/{i:03}")).unwrap();
+            store.wire().insert(&uri, vec![0u8; 1]);
+            want.push(uri.key().to_owned());
+        }
+        let prefix = ObjectUri::new("bkt", "p/").unwrap();
+        let clean = {
+            list_parallel(&store, &prefix, 1).await.unwrap();
+            store.wire().calls(Op::ListObjectsV2)
+        };
+        store.wire().fail(Op::ListObjectsV2, 4, testing::slow_down);
+        let got = list_parallel(&store, &prefix, 1).await.unwrap();
+        let keys: Vec<&str> = got.iter().map(|m| m.uri.key()).collect();
+        assert_eq!(keys, want);
+        assert_eq!(
+            store.wire().calls(Op::ListObjectsV2),
+            2 * clean + 4,
+            "four attempts again, not the listing"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
