@@ -3,7 +3,7 @@
 //! their heap blocks); here an object costs its key's bytes and 32 more: an offset, a size
 //! and the ETag's 16 bytes. Items are rebuilt one at a time as they are read.
 
-use crate::dataset::Item;
+use crate::item::Item;
 use sluice_core::ObjectUri;
 use std::collections::HashMap;
 

@@ -22,6 +22,7 @@ mod delivery;
 mod driver;
 mod fetch;
 mod fresh;
+mod item;
 pub mod loader;
 mod many;
 mod options;
