@@ -42,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub(super) size_dist: Option<PathBuf>,
     /// An MLPerf Storage workload's object size, and its accelerators-fed column: unet3d,
-    /// cosmoflow, resnet50, dlrm, retinanet, llama3-8b (checkpoint: 13.1 GB per rank, 8 ranks)
+    /// cosmoflow, resnet50, dlrm, retinanet, flux, llama3-8b (checkpoint: 13.1 GB per rank, 8 ranks)
     #[arg(long, conflicts_with_all = ["size", "size_dist"])]
     pub(super) preset: Option<String>,
     /// get: reader shapes, processes x prefetch (a number, or auto: the loader's window

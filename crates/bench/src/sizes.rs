@@ -131,6 +131,9 @@ pub enum Preset {
     /// retinanet (MLPerf Storage v3.0): 1,170,301 JPEG files of 322,957 bytes, one sample
     /// each (`sluice serve --synthetic retinanet` serves them).
     Retinanet,
+    /// flux (MLPerf Storage v3.0, open division): 4,296 parquet files of 288 samples of
+    /// 2,164,832 bytes.
+    Flux,
     /// llama3-8b's checkpoint: 105 GB (15 GB model + 90 GB optimizer state, fp16/fp32) over
     /// 8 ranks, one object per rank.
     Llama3_8b,
@@ -144,11 +147,12 @@ impl Preset {
             "resnet50" => Self::Resnet50,
             "dlrm" => Self::Dlrm,
             "retinanet" => Self::Retinanet,
+            "flux" => Self::Flux,
             "llama3-8b" => Self::Llama3_8b,
             _ => {
                 return Err(Failure::Usage(format!(
                     "--preset {s:?}: not a preset; known: unet3d, cosmoflow, resnet50, dlrm, \
-                     retinanet, llama3-8b"
+                     retinanet, flux, llama3-8b"
                 )));
             }
         })
@@ -161,6 +165,7 @@ impl Preset {
             Self::Resnet50 => "resnet50",
             Self::Dlrm => "dlrm",
             Self::Retinanet => "retinanet",
+            Self::Flux => "flux",
             Self::Llama3_8b => "llama3-8b",
         }
     }
@@ -175,6 +180,7 @@ impl Preset {
             Self::Resnet50 => 1_251 * 114_660,
             Self::Dlrm => 4_718_592 * 761,
             Self::Retinanet => 322_957,
+            Self::Flux => 288 * 2_164_832,
             Self::Llama3_8b => 105_000_000_000 / 8,
         }
     }
@@ -234,8 +240,27 @@ impl Preset {
                     compute_s: 0.000_375,
                 }],
             )),
-            // Its accelerator configs come with MLPerf Storage v3.0's workloads.
-            Self::Retinanet | Self::Llama3_8b => None,
+            // retinanet_b200.yaml (MLPerf Storage v3.0).
+            Self::Retinanet => Some((
+                322_957.0,
+                24.0,
+                0.85,
+                &[Accelerator {
+                    name: "B200",
+                    compute_s: 0.04755,
+                }],
+            )),
+            // flux_b200.yaml (MLPerf Storage v3.0, 288 samples a file).
+            Self::Flux => Some((
+                2_164_832.0,
+                48.0,
+                0.90,
+                &[Accelerator {
+                    name: "B200",
+                    compute_s: 1.35,
+                }],
+            )),
+            Self::Llama3_8b => None,
         }
     }
 
@@ -323,6 +348,13 @@ mod tests {
             Preset::Cosmoflow.accelerators_fed(1_200.0),
             vec![("H100", 2)]
         );
+        // retinanet: 24 × 322,957 B × 0.85 / 47.55 ms ≈ 139 MB a second (505 files) per B200.
+        assert_eq!(
+            Preset::Retinanet.accelerators_fed(1_000.0),
+            vec![("B200", 7)]
+        );
+        // flux: 48 × 2.16 MB × 0.9 / 1.35 s ≈ 69 MB a second per B200.
+        assert_eq!(Preset::Flux.accelerators_fed(700.0), vec![("B200", 10)]);
         assert!(Preset::Llama3_8b.accelerators_fed(1e6).is_empty());
         assert!(
             Preset::parse("bert")

@@ -224,7 +224,10 @@ def test_multipart_writer_streams_parts_while_writing(server, prefix):
     assert server.requests - before >= 2, "parts uploaded before close (create + parts)"
     assert not s3dlio.exists(uri), "nothing visible before close"
     for c in chunks[4:]:
-        w.write(c)
+        # s3dlio 0.10's copy keyword; the buffer is reused at once, as a checkpointer does.
+        buf = bytearray(c)
+        w.write(buf, copy=False)
+        buf[:] = bytes(len(buf))
     info = w.close()
     assert info["total_bytes"] == 21 << 20 and info["parts"] == 5 and info["etag"]
     assert info["completed_at"] >= info["started_at"]
@@ -618,9 +621,19 @@ def test_put_bytes_put_many_and_their_async_forms(server, prefix):
         assert isinstance(fut, asyncio.Future)
         await fut
         await s3dlio.put_many_async([(base + "am", memoryview(b"mv"))])
+        # s3dlio 0.10's borrow=False: the buffer is copied, so changing it at once is safe.
+        buf = bytearray(b"before")
+        fut = s3dlio.put_bytes_async(base + "c", buf, borrow=False)
+        buf[:] = b"AFTER!"
+        await fut
+        many = [(base + "cm", bytearray(b"one"))]
+        fut = s3dlio.put_many_async(many, 4, borrow=False)
+        many[0][1][:] = b"two"
+        await fut
 
     asyncio.run(main())
     assert bytes(s3dlio.get(base + "a")) == b"async" and bytes(s3dlio.get(base + "am")) == b"mv"
+    assert bytes(s3dlio.get(base + "c")) == b"before" and bytes(s3dlio.get(base + "cm")) == b"one"
     with pytest.raises(RuntimeError):
         s3dlio.put_bytes_async(base + "x", b"no loop")
 

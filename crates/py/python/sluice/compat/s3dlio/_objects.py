@@ -84,12 +84,14 @@ def put_bytes(uri: str, data: Any) -> None:
             )
 
 
-def put_bytes_async(uri: str, data: Any) -> Any:
+def put_bytes_async(uri: str, data: Any, *, borrow: bool = True) -> Any:
     """``put_bytes`` on a thread of the running event loop: returns an ``asyncio.Future`` to
-    await (as s3dlio's, a plain function; bad data raises here, not when awaited)."""
+    await (as s3dlio's, a plain function; bad data raises here, not when awaited).
+    ``borrow=False`` (s3dlio 0.10) copies `data` first, so the caller may change it while
+    the upload runs; by default it must not until the future is done."""
     import asyncio
 
-    data = _bytes_like(data)
+    data = _bytes_like(data) if borrow else bytes(_bytes_like(data))
     return asyncio.get_running_loop().run_in_executor(None, put_bytes, uri, data)
 
 
@@ -108,11 +110,16 @@ def put_many(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> None:
             f.result()
 
 
-def put_many_async(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> Any:
-    """``put_many`` on a thread of the running event loop: an ``asyncio.Future``."""
+def put_many_async(
+    items: Iterable[Tuple[str, Any]], max_in_flight: int = 64, *, borrow: bool = True
+) -> Any:
+    """``put_many`` on a thread of the running event loop: an ``asyncio.Future``.
+    ``borrow=False`` copies each item's data first (see ``put_bytes_async``)."""
     import asyncio
 
     items = _builtin_list(items)
+    if not borrow:
+        items = [(uri, bytes(_bytes_like(data))) for uri, data in items]
     return asyncio.get_running_loop().run_in_executor(None, put_many, items, max_in_flight)
 
 

@@ -75,8 +75,10 @@ class MultipartUploadWriter:
         return self
 
     @_errors
-    def write(self, data: Any) -> int:
-        """Appends a bytes-like object; returns its length."""
+    def write(self, data: Any, /, *, copy: bool = False) -> int:
+        """Appends a bytes-like object; returns its length. ``copy`` (s3dlio 0.10) is
+        accepted and changes nothing: a mutable buffer is copied into a part before this
+        returns, and ``bytes`` cannot change, so the caller may reuse its buffer either way."""
         with self._lock:
             return self._writer.write(data)
 
