@@ -49,7 +49,9 @@ impl Dataset {
             |part| cols.append(&part),
         )
         .await?;
-        Ok(Self::from_columns(cols))
+        let dataset = Self::from_columns(cols);
+        crate::trim::after_burst();
+        Ok(dataset)
     }
 
     /// From items as given, with whatever sizes and versions the caller already knows.

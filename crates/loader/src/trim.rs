@@ -55,6 +55,22 @@ pub fn start() {
     }
 }
 
+/// After a burst of short-lived allocations (a listing of millions: a page of `ObjectMeta`s
+/// per request, folded into compact columns and freed), hands the free heap back at once if
+/// more than `MIN_FREE_AFTER_BURST` lies free, rather than at the trimming thread's next
+/// look, which only a loader starts.
+pub fn after_burst() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if enabled() {
+        trim_if_worth(MIN_FREE_AFTER_BURST);
+    }
+}
+
+/// Free heap bytes worth a trim after a burst: a listing of a million keys leaves tens of
+/// MiB; below this the pages are left for the next allocations.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MIN_FREE_AFTER_BURST: usize = 8 << 20;
+
 /// `SLUICE_MALLOC_TRIM=0` (or off, false, no) turns trimming off.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn enabled() -> bool {
