@@ -724,3 +724,27 @@ def test_multi_endpoint_store_over_directories(tmp_path):
         asyncio.run(store.get(f"file://{tmp_path}/elsewhere"))
     with pytest.raises(RuntimeError, match="same URI scheme"):
         s3dlio.create_multi_endpoint_store([f"file://{dirs[0]}", "s3://bucket/key"], None)
+
+
+def test_s3dlio_0_10_dataset_access_and_error_classes(server, prefix):
+    import asyncio
+
+    uris = server.fill(prefix, 3, 1000)
+    ds = s3dlio.PyDataset(f"s3://{server.bucket}/{prefix}")  # 0.10: lists the prefix
+    assert len(ds) == 3 and ds.uris() == uris
+
+    async def main():
+        got = await ds.get_item(2)
+        assert isinstance(got, s3dlio.BytesView) and bytes(got) == bytes(s3dlio.get(uris[2]))
+        with pytest.raises(RuntimeError, match="index out of range: 3"):
+            await ds.get_item(3)
+
+    asyncio.run(main())
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        ds.get_item(0)
+    assert issubclass(s3dlio.LengthMismatchError, ValueError)
+    assert issubclass(s3dlio.UnsupportedOperationError, NotImplementedError)
+    assert issubclass(s3dlio.UnsupportedOperationError, RuntimeError)
+    assert issubclass(s3dlio.ExportStillReferencedError, RuntimeError)
+    e = s3dlio.LengthMismatchError("short", expected=10, actual=7)
+    assert (e.expected, e.actual) == (10, 7)

@@ -44,11 +44,14 @@ from ._endpoints import (
 from ._endpoints import _expand_template as _expand_template
 from ._errors import (
     AccessDeniedError,
+    ExportStillReferencedError,
     InvalidArgumentError,
+    LengthMismatchError,
     LocalIOError,
     ObjectNotFoundError,
     RequestTimeoutError,
     StorageError,
+    UnsupportedOperationError,
 )
 from ._loaders import PyBytesAsyncDataLoader, PyDataset
 from ._objects import (
@@ -127,4 +130,7 @@ __all__ = [
     "InvalidArgumentError",
     "StorageError",
     "LocalIOError",
+    "LengthMismatchError",
+    "UnsupportedOperationError",
+    "ExportStillReferencedError",
 ]

@@ -38,6 +38,28 @@ class LocalIOError(OSError, RuntimeError):
     """A file system call failed (``errno`` set)."""
 
 
+# s3dlio 0.10's new classes, for callers that catch them. sluice raises none of them: it has
+# no call that fills a caller's buffer of a set length (LengthMismatchError), never keeps a
+# borrowed buffer past the call (ExportStillReferencedError), and has no operation that a
+# backend lacks (UnsupportedOperationError).
+
+
+class LengthMismatchError(ValueError):
+    """The object's size is not the expected length (``expected``, ``actual``)."""
+
+    def __init__(self, *args: Any, expected: Any = None, actual: Any = None):
+        super().__init__(*args)
+        self.expected, self.actual = expected, actual
+
+
+class UnsupportedOperationError(NotImplementedError, RuntimeError):
+    """This build or provider does not support the operation."""
+
+
+class ExportStillReferencedError(RuntimeError):
+    """A storage backend still references a borrowed Python buffer after the put."""
+
+
 # Most specific first.
 _ERROR_CLASSES = (
     (FileNotFoundError, ObjectNotFoundError),

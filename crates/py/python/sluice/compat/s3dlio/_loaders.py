@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Mapping, Optional
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 import sluice
 
 from ._config import _client, _range_options
 from ._errors import _errors
-from ._objects import BytesView, _builtin_list, _view
+from ._objects import BytesView, _builtin_list, _view, get
 
 # --- datasets and loaders
 
 
 class PyDataset:
-    """A list of objects to read."""
+    """A list of objects to read. ``PyDataset(uri)`` (s3dlio 0.10) lists the prefix `uri`."""
 
-    def __init__(self, dataset: sluice.Dataset, opts: Optional[Mapping[str, Any]] = None):
-        self._dataset = dataset
+    def __init__(
+        self, source: Union[str, sluice.Dataset], opts: Optional[Mapping[str, Any]] = None
+    ):
+        if isinstance(source, str):
+            source = _errors(sluice.Dataset.from_prefix)(source, client=_client())
+        self._dataset = source
         self._opts = dict(opts or {})
 
     @classmethod
@@ -34,6 +38,20 @@ class PyDataset:
 
     def keys(self) -> List[str]:
         return self._dataset.uris
+
+    def uris(self) -> List[str]:
+        """The URI of each item, in order (s3dlio 0.10)."""
+        return self._dataset.uris
+
+    def get_item(self, index: int) -> Any:
+        """The `index`th object's bytes, as an ``asyncio.Future`` of a ``BytesView`` to await
+        (s3dlio 0.10's map-style access; a running event loop is needed, as there)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if not 0 <= index < len(self._dataset):
+            raise RuntimeError(f"index out of range: {index}")
+        return loop.run_in_executor(None, get, self._dataset[index])
 
     def __len__(self) -> int:
         return len(self._dataset)
