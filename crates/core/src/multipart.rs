@@ -4,7 +4,7 @@
 
 use crate::checksum::{Crc, HOT, Pieces, Tally};
 use crate::error::{Error, Result};
-use crate::object::{PutInfo, same_etag};
+use crate::object::{ObjectMeta, PutInfo, same_etag};
 use crate::parts_in_flight::PartsWindow;
 use crate::put_options::{Attributes, PutMode, PutOptions};
 use crate::retry::{RetryPolicy, retry};
@@ -126,6 +126,13 @@ async fn complete(
         .collect::<Option<Vec<Crc>>>()
         .map(Crc::of_parts);
     let sent = std::sync::atomic::AtomicBool::new(false);
+    // What the HEAD of a lost answer's check found: the size check needs no second HEAD.
+    let headed = std::sync::Mutex::new(None::<ObjectMeta>);
+    let found = |meta: ObjectMeta| {
+        let etag = meta.etag.clone();
+        *headed.lock().expect("headed lock") = Some(meta);
+        etag
+    };
     let etag = retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
         match api
@@ -134,7 +141,7 @@ async fn complete(
         {
             Err(e) if again && no_such_upload(&e) => {
                 match applied_earlier(api, uri, multipart_etag(parts)).await? {
-                    Some(etag) => Ok(Some(etag)),
+                    Some(meta) => Ok(found(meta)),
                     None => Err(Error::integrity(
                         uri.to_string(),
                         format!(
@@ -155,7 +162,7 @@ async fn complete(
                     None,
                 ))
             }
-            Err(e) if again && e.is_precondition_failed() => Ok(Some(
+            Err(e) if again && e.is_precondition_failed() => Ok(found(
                 applied_earlier(api, uri, multipart_etag(parts))
                     .await?
                     .ok_or(e)?,
@@ -164,14 +171,16 @@ async fn complete(
         }
     })
     .await?;
-    check_size(api, policy, uri, parts, etag.as_deref()).await?;
+    let headed = headed.into_inner().expect("headed lock");
+    check_size(api, policy, uri, parts, etag.as_deref(), headed).await?;
     Ok(etag)
 }
 
 /// A store can answer CompleteMultipartUpload with success and yet hold an object short by
 /// whole parts (an AIStore deployment did, for 0.016% of uploads: mlcommons/storage#593).
-/// So the object is asked for its size: when it is still this upload's (its ETag) and holds
-/// other than the bytes sent, the write fails as corrupt. A HEAD that fails (a write-only
+/// So the object is asked for its size (or `headed`, what a HEAD just said of it): when it
+/// is still this upload's (its ETag) and holds other than the bytes sent, the write fails
+/// as corrupt. A HEAD that fails (a write-only
 /// role has no GetObject) leaves the write as the store answered it.
 async fn check_size(
     api: &dyn Operations,
@@ -179,11 +188,16 @@ async fn check_size(
     uri: &ObjectUri,
     parts: &[UploadedPart],
     etag: Option<&str>,
+    headed: Option<ObjectMeta>,
 ) -> Result<()> {
     let Some(sent) = parts.iter().map(|p| p.size).sum::<Option<u64>>() else {
         return Ok(());
     };
-    let meta = match retry(policy, || api.head_object(uri)).await {
+    let head = match headed {
+        Some(meta) => Ok(meta),
+        None => retry(policy, || api.head_object(uri)).await,
+    };
+    let meta = match head {
         Ok(meta) => meta,
         Err(e) => {
             tracing::warn!(%uri, error = %e, "the completed upload's size could not be checked");
@@ -207,15 +221,15 @@ async fn check_size(
     Ok(())
 }
 
-/// Whether an attempt whose answer was lost wrote the object: `Some(etag)` when the object
-/// under `uri` now has the ETag `expected` (what these bytes make), `None` when it has
-/// another or none; `Err` only for a HEAD that failed in a way worth retrying (the caller's
-/// retry loop repeats the request, whose answer brings the check back).
+/// Whether an attempt whose answer was lost wrote the object: `Some(what HEAD said)` when
+/// the object under `uri` now has the ETag `expected` (what these bytes make), `None` when
+/// it has another or none; `Err` only for a HEAD that failed in a way worth retrying (the
+/// caller's retry loop repeats the request, whose answer brings the check back).
 async fn applied_earlier(
     api: &dyn Operations,
     uri: &ObjectUri,
     expected: Option<String>,
-) -> Result<Option<String>> {
+) -> Result<Option<ObjectMeta>> {
     match api.head_object(uri).await {
         Ok(meta)
             if meta
@@ -224,7 +238,7 @@ async fn applied_earlier(
                 .zip(expected.as_deref())
                 .is_some_and(|(got, want)| same_etag(&got.to_ascii_lowercase(), want)) =>
         {
-            Ok(meta.etag)
+            Ok(Some(meta))
         }
         Err(head) if head.is_retryable() => Err(head),
         _ => Ok(None),
@@ -248,11 +262,12 @@ async fn put_whole(
     retry(policy, || async {
         let again = sent.swap(true, std::sync::atomic::Ordering::Relaxed);
         match api.put_object(uri, data.clone(), crc, opts).await {
-            Err(e) if again && e.is_precondition_failed() => Ok(Some(
-                applied_earlier(api, uri, Some(md5_etag(data)))
+            Err(e) if again && e.is_precondition_failed() => {
+                Ok(applied_earlier(api, uri, Some(md5_etag(data)))
                     .await?
-                    .ok_or(e)?,
-            )),
+                    .ok_or(e)?
+                    .etag)
+            }
             r => r,
         }
     })
@@ -869,6 +884,8 @@ mod tests {
         complete_calls: Mutex<u32>,
         /// What HEAD reports as the object's ETag.
         head_etag: Mutex<Option<String>>,
+        /// HEADs asked.
+        heads: Mutex<u32>,
         /// Complete drops the last part, answering success (mlcommons/storage#593).
         drop_last_part: bool,
         /// Hold every part this long (to drop an upload half-way).
@@ -986,6 +1003,7 @@ mod tests {
             Ok(())
         }
         async fn head_object(&self, uri: &ObjectUri) -> Result<ObjectMeta> {
+            *self.heads.lock().unwrap() += 1;
             let completed = self.completed.lock().unwrap();
             let kept = completed.len() - usize::from(self.drop_last_part);
             Ok(ObjectMeta {
@@ -1407,6 +1425,11 @@ mod tests {
         .unwrap();
         assert_eq!(info.etag, Some(right.clone()));
         assert!(!*fake.aborted.lock().unwrap());
+        assert_eq!(
+            *fake.heads.lock().unwrap(),
+            1,
+            "one HEAD checks ETag and size"
+        );
         // A store that sends it unquoted and in upper case: the same ETag.
         let shouted = right.trim_matches('"').to_ascii_uppercase();
         let fake = Arc::new(Fake {
