@@ -21,6 +21,7 @@ mod part_buffers;
 mod parts_in_flight;
 mod put_options;
 mod range;
+mod ranges;
 mod reply;
 mod resume;
 mod retry;
@@ -46,6 +47,7 @@ pub use put_options::{Attributes, PutMode, PutOptions};
 pub use range::{
     ByteRange, FOLLOW_MAX_RANGE, FOLLOW_MIN_RANGE, RangePlanner, RangeSize, split_ranges,
 };
+pub use ranges::{DEFAULT_COALESCE, RangesOptions, RangesPlan, gap_within};
 pub use resume::{changed, get_with_resume};
 pub use retry::{RetryPolicy, retry_counts};
 pub use s3store::S3Store;

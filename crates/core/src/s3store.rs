@@ -471,4 +471,124 @@ mod tests {
         }
         assert_eq!(s.wire().peak_in_flight(), 2);
     }
+
+    /// `get_ranges` (`ranges.rs`) over the policy layer: pieces, clipping, one version.
+    #[allow(clippy::single_range_in_vec_init)]
+    mod get_ranges {
+        use crate::Concurrency;
+        use crate::error::Error;
+        use crate::ranges::RangesOptions;
+        use crate::s3store::S3Store;
+        use crate::store::ObjectStoreExt;
+        use crate::testing::{self, MemoryWire, Op};
+        use crate::uri::ObjectUri;
+        use bytes::Bytes;
+        use std::num::NonZeroU64;
+        use std::time::Duration;
+
+        fn size(n: u64) -> NonZeroU64 {
+            NonZeroU64::new(n).unwrap()
+        }
+
+        fn uri() -> ObjectUri {
+            ObjectUri::parse("s3://bkt/rows.parquet").unwrap()
+        }
+
+        fn data(len: usize) -> Bytes {
+            (0..len).map(|i| (i * 7 % 251) as u8).collect()
+        }
+
+        fn opts(coalesce: u64, range_size: u64) -> RangesOptions {
+            RangesOptions {
+                coalesce,
+                range_size: size(range_size),
+                if_match: None,
+            }
+        }
+
+        #[tokio::test]
+        async fn ranges_come_back_in_order_as_slices_of_few_requests() {
+            let store = S3Store::over(MemoryWire::new(testing::config()));
+            let object = data(100_000);
+            store.wire().insert(&uri(), object.clone());
+            let asked = [
+                90_000..90_100,
+                10..20,
+                15..40,
+                7..7,
+                60_000..70_000,
+                99_990..100_000,
+            ];
+            let got = store
+                .get_ranges_with(&uri(), &asked, &opts(1_000, 4_096))
+                .await
+                .unwrap();
+            assert_eq!(got.len(), asked.len());
+            for (r, b) in asked.iter().zip(&got) {
+                assert_eq!(b, &object[r.start as usize..r.end as usize], "range {r:?}");
+            }
+            // 10..40, 90,000..90,100 and 99,990..100,000 a request each (more than 1,000
+            // bytes apart); 60,000..70,000 three pieces of at most 4,096 bytes.
+            assert_eq!(store.wire().calls(Op::GetObject), 6);
+            // One buffer for ranges of one span: 15..40 starts 5 bytes into 10..20's.
+            assert_eq!(got[2].as_ptr(), got[1].as_ptr().wrapping_add(5));
+            assert!(store.get_ranges(&uri(), &[]).await.unwrap().is_empty());
+        }
+
+        #[tokio::test]
+        async fn a_range_past_the_end_is_clipped_and_one_beyond_it_refused() {
+            let store = S3Store::over(MemoryWire::new(testing::config()));
+            let object = data(1_000);
+            store.wire().insert(&uri(), object.clone());
+            let got = store
+                .get_ranges_with(&uri(), &[900..5_000], &opts(0, 256))
+                .await
+                .unwrap();
+            assert_eq!(got[0], object[900..]);
+            let e = store
+                .get_ranges_with(&uri(), &[0..10, 990..995, 1_000..1_010], &opts(0, 256))
+                .await
+                .unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("1000..1010 starts at or past the end")
+                    && e.to_string().contains("1000 bytes"),
+                "{e}"
+            );
+            let e = store.get_ranges(&uri(), &[2_000..2_010]).await.unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("2000..2010 starts at or past the end"),
+                "{e}"
+            );
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn pieces_of_two_versions_are_never_joined() {
+            // One request at a time, 10 ms each: the object is replaced between the first
+            // piece and the second.
+            let mut cfg = testing::config();
+            cfg.max_connections = 1;
+            cfg.concurrency = Concurrency::Fixed;
+            let store = std::sync::Arc::new(S3Store::over(
+                MemoryWire::new(cfg).with_latency(Duration::from_millis(10)),
+            ));
+            store.wire().insert(&uri(), data(1_000));
+            let read = {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .get_ranges_with(&uri(), &[0..100, 500..600], &opts(0, 256))
+                        .await
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            store.wire().insert(&uri(), Bytes::from(vec![1u8; 1_000]));
+            let e = read.await.unwrap().unwrap_err();
+            assert!(matches!(e, Error::Integrity { .. }), "{e}");
+            // Read again pinned to the first answer's version, which is gone: the first
+            // piece's 412 ends the call before the second is sent again.
+            assert_eq!(store.wire().calls(Op::GetObject), 3);
+        }
+    }
 }

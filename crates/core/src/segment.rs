@@ -163,6 +163,16 @@ impl Segment {
         Self::kept(buf, Some(len))
     }
 
+    /// This segment's memory, taking however many bytes come: for a read that may come
+    /// back shorter than its length (a range that runs past the object's end), whose caller
+    /// checks what arrived. More than its length still lands, in memory of its own.
+    pub fn into_growable(self) -> Self {
+        Self {
+            expected: None,
+            ..self
+        }
+    }
+
     /// Takes the CRC of the bytes as they land, while they are still in cache (reads land
     /// at most `checksum::HOT` bytes at a time), one CRC per `piece` bytes — where a writer will cut
     /// its parts, so it can checksum them without reading them again: see [`Pieces`] and

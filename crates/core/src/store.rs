@@ -8,6 +8,7 @@ pub use crate::object::{
 };
 use crate::put_options::PutOptions;
 use crate::range::ByteRange;
+use crate::ranges::RangesOptions;
 use crate::retry::RetryPolicy;
 use crate::segment::Segment;
 use crate::upload::{ObjectWriter, WriteOptions};
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use std::ops::Range;
 
 /// One async interface to every store: the S3 backends (each client stack, through
 /// [`S3Store`](crate::S3Store)) and the file system (`file://`, `direct://`). The loader and the front ends
@@ -132,6 +134,30 @@ pub trait ObjectStoreExt: ObjectStore {
     /// `get_with` of any version.
     async fn get(&self, uri: &ObjectUri, range: Option<ByteRange>) -> Result<Bytes> {
         self.get_with(uri, &GetOptions::range(range)).await
+    }
+
+    /// `ranges` of the object, each as its own buffer in the order asked: ranges at most
+    /// 1 MiB apart read by one request, all requests at once, every range a slice of its
+    /// request's buffer (no copy), all of one version (see `RangesOptions`). Overlapping,
+    /// unsorted and empty ranges are allowed; a range past the end is clipped to it, one that
+    /// starts at or past the end is an error, as in object_store's `get_ranges`.
+    async fn get_ranges(&self, uri: &ObjectUri, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.get_ranges_with(uri, ranges, &RangesOptions::default())
+            .await
+    }
+
+    /// `get_ranges` with its gap, range size and version set.
+    async fn get_ranges_with(
+        &self,
+        uri: &ObjectUri,
+        ranges: &[Range<u64>],
+        opts: &RangesOptions,
+    ) -> Result<Vec<Bytes>> {
+        crate::ranges::get_ranges(uri, ranges, opts, |o, mut seg| async move {
+            let info = self.get_into_with(uri, &o, &mut seg).await?;
+            Ok((seg, info))
+        })
+        .await
     }
 
     /// Uploads `data`; multipart at or above the configured threshold.

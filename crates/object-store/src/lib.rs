@@ -378,6 +378,22 @@ impl object_store::ObjectStore for SluiceObjectStore {
         }
     }
 
+    /// sluice's own coalesced read (`ObjectStoreExt::get_ranges`) rather than the trait's
+    /// default: the same 1 MiB gap, but merged ranges longer than a range are read as
+    /// parallel pieces into one buffer, every range is a slice of it, and all pieces are of
+    /// one version.
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let uri = self.uri(location)?;
+        self.store
+            .get_ranges(&uri, ranges)
+            .await
+            .map_err(|e| error(location, e))
+    }
+
     fn delete_stream(
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
