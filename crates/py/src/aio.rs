@@ -4,10 +4,10 @@
 //! which drops its request and frees its buffers. A call made where no loop runs raises at
 //! once; a loop closed before the answer arrives is left alone (nothing can await it).
 
-use crate::client::{Call, Client, objects_of, stat_dict};
+use crate::client::{Client, objects_of, stat_dict};
 use crate::listing::{Entry, Listing};
 use crate::object::Object;
-use crate::runtime::runtime;
+use crate::runtime::{Call, runtime};
 use crate::writer::{Writer, info_dict};
 use futures::FutureExt;
 use pyo3::IntoPyObjectExt;
@@ -91,7 +91,9 @@ fn complete(py: Python<'_>) -> PyResult<Py<PyAny>> {
 #[pyfunction]
 fn aio_get<'py>(py: Python<'py>, client: &Client, uri: String) -> PyResult<Bound<'py, PyAny>> {
     let call = client.get_call(&uri)?;
-    awaitable(py, call, move |py, data| Object::new(uri, data).into_py_any(py))
+    awaitable(py, call, move |py, data| {
+        Object::new(uri, data).into_py_any(py)
+    })
 }
 
 #[pyfunction]
@@ -105,7 +107,9 @@ fn aio_get_range<'py>(
     etag: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let call = client.get_range_call(&uri, offset, length, etag)?;
-    awaitable(py, call, move |py, data| Object::new(uri, data).into_py_any(py))
+    awaitable(py, call, move |py, data| {
+        Object::new(uri, data).into_py_any(py)
+    })
 }
 
 #[pyfunction]
@@ -179,7 +183,11 @@ fn aio_delete<'py>(py: Python<'py>, client: &Client, uri: &str) -> PyResult<Boun
 fn aio_list_next<'py>(py: Python<'py>, listing: &Listing) -> PyResult<Bound<'py, PyAny>> {
     let call = listing.next_batch_call()?;
     awaitable(py, call, |py, batch| {
-        batch.into_iter().map(Entry::from).collect::<Vec<_>>().into_py_any(py)
+        batch
+            .into_iter()
+            .map(Entry::from)
+            .collect::<Vec<_>>()
+            .into_py_any(py)
     })
 }
 

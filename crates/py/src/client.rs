@@ -4,16 +4,17 @@
 use crate::errors::{to_py, value_error, write_error};
 use crate::listing::Listing;
 use crate::object::{Object, bytes_of};
-use crate::runtime::{PerProcess, block, block_map, check_owner};
+use crate::runtime::{Call, PerProcess, block, call, check_owner, run};
 use crate::writer::Writer;
+use bytes::Bytes;
 use futures::TryStreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sluice_core::ObjectStoreExt;
 use sluice_core::{
-    ByteRange, Error, GetOptions, ListEntry, ObjectStore, ObjectUri, PutMode, PutOptions,
-    PutPayload, StoreConfig, WriteOptions,
+    ByteRange, Error, GetOptions, ListEntry, ObjectMeta, ObjectStore, ObjectUri, PutMode,
+    PutOptions, PutPayload, StoreConfig, WriteOptions,
 };
+use sluice_core::{ObjectStoreExt, RangesOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -244,11 +245,7 @@ impl Client {
 
     /// The whole object.
     fn get(&self, py: Python<'_>, uri: &str) -> PyResult<Object> {
-        let store = self.store()?;
-        let u = parse_uri(uri)?;
-        let data = block(py, async move {
-            sluice_loader::get_one(&store, &u, &GetOptions::default(), None).await
-        })?;
+        let data = run(py, self.get_call(uri)?)?;
         Ok(Object::new(uri.to_owned(), data))
     }
 
@@ -263,26 +260,26 @@ impl Client {
         length: Option<u64>,
         etag: Option<String>,
     ) -> PyResult<Object> {
-        let range = match length {
-            None => ByteRange::from_offset(offset),
-            Some(0) => return Ok(Object::new(uri.to_owned(), bytes::Bytes::new())),
-            Some(n) => {
-                let end = offset
-                    .checked_add(n)
-                    .ok_or_else(|| value_error("length", "offset + length overflows"))?;
-                ByteRange::new(offset, end).map_err(to_py)?
-            }
-        };
-        let store = self.store()?;
-        let u = parse_uri(uri)?;
-        let opts = GetOptions {
-            range: Some(range),
-            if_match: etag,
-        };
-        let data = block(py, async move {
-            sluice_loader::get_one(&store, &u, &opts, length).await
-        })?;
+        let data = run(py, self.get_range_call(uri, offset, length, etag)?)?;
         Ok(Object::new(uri.to_owned(), data))
+    }
+
+    /// Each `(start, end)` byte range of the object (end exclusive), in the order given, as
+    /// zero-copy `Object`s: ranges at most `coalesce` bytes apart (default 1 MiB) read by
+    /// one request, all requests at once, all of one version (`etag`, else the first
+    /// answer's). A range past the end is clipped to it; one that starts at or past the end,
+    /// a negative or a reversed one is an error naming it.
+    #[pyo3(signature = (uri, ranges, coalesce=None, etag=None))]
+    fn get_ranges(
+        &self,
+        py: Python<'_>,
+        uri: &str,
+        ranges: Vec<(i64, i64)>,
+        coalesce: Option<u64>,
+        etag: Option<String>,
+    ) -> PyResult<Vec<Object>> {
+        let parts = run(py, self.get_ranges_call(uri, ranges, coalesce, etag)?)?;
+        Ok(objects_of(uri, parts))
     }
 
     /// Every object, `max_in_flight` at a time (None: as many as the client's controller
@@ -294,19 +291,11 @@ impl Client {
         uris: Vec<String>,
         max_in_flight: Option<usize>,
     ) -> PyResult<Vec<Object>> {
-        if max_in_flight == Some(0) {
-            return Err(value_error("max_in_flight", "must be at least 1"));
-        }
-        let store = self.store()?;
-        let parsed = uris
-            .iter()
-            .map(|u| parse_uri(u))
-            .collect::<PyResult<Vec<_>>>()?;
-        let objects = block(py, sluice_loader::get_many(store, parsed, max_in_flight))?;
+        let objects = run(py, self.get_many_call(&uris, max_in_flight)?)?;
         Ok(uris
             .into_iter()
             .zip(objects)
-            .map(|(u, o)| Object::new(u, o.data))
+            .map(|(u, data)| Object::new(u, data))
             .collect())
     }
 
@@ -346,33 +335,13 @@ impl Client {
 
     /// {"uri", "size", "etag", "last_modified" (seconds since the epoch, or None)}.
     fn stat<'py>(&self, py: Python<'py>, uri: &str) -> PyResult<Bound<'py, PyDict>> {
-        let store = self.store()?;
-        let u = parse_uri(uri)?;
-        let meta = block(py, async move { store.head(&u).await })?;
-        let d = PyDict::new(py);
-        d.set_item("uri", uri)?;
-        d.set_item("size", meta.size)?;
-        d.set_item("etag", meta.etag)?;
-        d.set_item(
-            "last_modified",
-            meta.last_modified
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| d.as_secs_f64()),
-        )?;
-        Ok(d)
+        let meta = run(py, self.head_call(uri)?)?;
+        stat_dict(py, uri, meta)
     }
 
     /// Whether the object exists (HEAD; other failures raise).
     fn exists(&self, py: Python<'_>, uri: &str) -> PyResult<bool> {
-        let store = self.store()?;
-        let u = parse_uri(uri)?;
-        block(py, async move {
-            match store.head(&u).await {
-                Ok(_) => Ok(true),
-                Err(Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(e),
-            }
-        })
+        run(py, self.exists_call(uri)?)
     }
 
     /// Uploads any bytes-like object (multipart at/above SLUICE_MULTIPART_THRESHOLD).
@@ -388,17 +357,7 @@ impl Client {
         mode: &str,
         if_match: Option<String>,
     ) -> PyResult<Option<String>> {
-        let store = self.store()?;
-        let u = parse_uri(uri)?;
-        let opts = PutOptions {
-            mode: put_mode(mode, if_match)?,
-            ..PutOptions::default()
-        };
-        let payload = bytes_of(py, data)?;
-        let create = opts.mode.clone();
-        let put = async move { store.put_opts(&u, PutPayload(payload), &opts).await };
-        let info = block_map(py, put, |e| write_error(e, &create))?;
-        Ok(info.etag)
+        run(py, self.put_call(py, uri, data, mode, if_match)?)
     }
 
     /// A streaming upload: `write` chunks, then `close` (or `abort`). Parts of `part_size`
@@ -433,14 +392,177 @@ impl Client {
 
     /// Deletes the object (deleting a missing key succeeds, as on S3).
     fn delete(&self, py: Python<'_>, uri: &str) -> PyResult<()> {
-        let store = self.store()?;
-        let u = parse_uri(uri)?;
-        block(py, async move { store.delete(&u).await })
+        run(py, self.delete_call(uri)?)
     }
 
     fn __repr__(&self) -> String {
         format!("<sluice.Client backend={}>", self.store.backend())
     }
+}
+
+/// The calls behind `Client`'s methods, shared by the blocking API and `sluice.aio`.
+impl Client {
+    pub(crate) fn get_call(&self, uri: &str) -> PyResult<Call<Bytes>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        Ok(call(async move {
+            sluice_loader::get_one(&store, &u, &GetOptions::default(), None).await
+        }))
+    }
+
+    pub(crate) fn get_range_call(
+        &self,
+        uri: &str,
+        offset: u64,
+        length: Option<u64>,
+        etag: Option<String>,
+    ) -> PyResult<Call<Bytes>> {
+        let range = match length {
+            None => ByteRange::from_offset(offset),
+            Some(0) => return Ok(Box::pin(async { Ok(Bytes::new()) })),
+            Some(n) => {
+                let end = offset
+                    .checked_add(n)
+                    .ok_or_else(|| value_error("length", "offset + length overflows"))?;
+                ByteRange::new(offset, end).map_err(to_py)?
+            }
+        };
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let opts = GetOptions {
+            range: Some(range),
+            if_match: etag,
+        };
+        Ok(call(async move {
+            sluice_loader::get_one(&store, &u, &opts, length).await
+        }))
+    }
+
+    pub(crate) fn get_ranges_call(
+        &self,
+        uri: &str,
+        ranges: Vec<(i64, i64)>,
+        coalesce: Option<u64>,
+        etag: Option<String>,
+    ) -> PyResult<Call<Vec<Bytes>>> {
+        let ranges = ranges
+            .into_iter()
+            .map(|(s, e)| match (u64::try_from(s), u64::try_from(e)) {
+                (Ok(s), Ok(e)) if s <= e => Ok(s..e),
+                _ => Err(value_error(
+                    "ranges",
+                    format!(
+                        "({s}, {e}) is not a byte range: start and end must be 0 or more, start <= end"
+                    ),
+                )),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let mut opts = RangesOptions {
+            if_match: etag,
+            ..RangesOptions::default()
+        };
+        if let Some(gap) = coalesce {
+            opts.coalesce = gap;
+        }
+        Ok(call(async move {
+            store.get_ranges_with(&u, &ranges, &opts).await
+        }))
+    }
+
+    pub(crate) fn get_many_call(
+        &self,
+        uris: &[String],
+        max_in_flight: Option<usize>,
+    ) -> PyResult<Call<Vec<Bytes>>> {
+        if max_in_flight == Some(0) {
+            return Err(value_error("max_in_flight", "must be at least 1"));
+        }
+        let store = self.store()?;
+        let parsed = uris
+            .iter()
+            .map(|u| parse_uri(u))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(call(async move {
+            let objects = sluice_loader::get_many(store, parsed, max_in_flight).await?;
+            Ok(objects.into_iter().map(|o| o.data).collect())
+        }))
+    }
+
+    pub(crate) fn head_call(&self, uri: &str) -> PyResult<Call<ObjectMeta>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        Ok(call(async move { store.head(&u).await }))
+    }
+
+    pub(crate) fn exists_call(&self, uri: &str) -> PyResult<Call<bool>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        Ok(call(async move {
+            match store.head(&u).await {
+                Ok(_) => Ok(true),
+                Err(Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(e),
+            }
+        }))
+    }
+
+    pub(crate) fn put_call(
+        &self,
+        py: Python<'_>,
+        uri: &str,
+        data: &Bound<'_, PyAny>,
+        mode: &str,
+        if_match: Option<String>,
+    ) -> PyResult<Call<Option<String>>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        let opts = PutOptions {
+            mode: put_mode(mode, if_match)?,
+            ..PutOptions::default()
+        };
+        let payload = bytes_of(py, data)?;
+        Ok(Box::pin(async move {
+            match store.put_opts(&u, PutPayload(payload), &opts).await {
+                Ok(info) => Ok(info.etag),
+                Err(e) => Err(write_error(e, &opts.mode)),
+            }
+        }))
+    }
+
+    pub(crate) fn delete_call(&self, uri: &str) -> PyResult<Call<()>> {
+        let store = self.store()?;
+        let u = parse_uri(uri)?;
+        Ok(call(async move { store.delete(&u).await }))
+    }
+}
+
+/// Each of `parts` as an `Object` of `uri`.
+pub(crate) fn objects_of(uri: &str, parts: Vec<Bytes>) -> Vec<Object> {
+    parts
+        .into_iter()
+        .map(|data| Object::new(uri.to_owned(), data))
+        .collect()
+}
+
+/// What `stat` returns: {"uri", "size", "etag", "last_modified"}.
+pub(crate) fn stat_dict<'py>(
+    py: Python<'py>,
+    uri: &str,
+    meta: ObjectMeta,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("uri", uri)?;
+    d.set_item("size", meta.size)?;
+    d.set_item("etag", meta.etag)?;
+    d.set_item(
+        "last_modified",
+        meta.last_modified
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64()),
+    )?;
+    Ok(d)
 }
 
 /// `store`'s requests in flight and what set them, as a `sluice.Congestion` dict; None for a
@@ -519,6 +641,10 @@ delegate!(
 delegate!(
     #[pyo3(signature = (uri, offset, length=None, etag=None))]
     fn get_range(uri: &str, offset: u64, length: Option<u64>, etag: Option<String>) -> Object
+);
+delegate!(
+    #[pyo3(signature = (uri, ranges, coalesce=None, etag=None))]
+    fn get_ranges(uri: &str, ranges: Vec<(i64, i64)>, coalesce: Option<u64>, etag: Option<String>) -> Vec<Object>
 );
 delegate!(
     #[pyo3(signature = (uris, max_in_flight=None))]

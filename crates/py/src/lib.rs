@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+mod aio;
 mod client;
 mod compress;
 mod errors;
@@ -42,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("S3Error", m.py().get_type::<errors::S3Error>())?;
     m.add_function(wrap_pyfunction!(client::get, m)?)?;
     m.add_function(wrap_pyfunction!(client::get_range, m)?)?;
+    m.add_function(wrap_pyfunction!(client::get_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(client::get_many, m)?)?;
     m.add_function(wrap_pyfunction!(client::list, m)?)?;
     m.add_function(wrap_pyfunction!(client::list_objects, m)?)?;
@@ -60,6 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(npz::random_npz, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::set_runtime_threads, m)?)?;
     parquet::register(m)?;
+    aio::register(m)?;
     m.add("backends", sluice::registry::compiled())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -80,9 +80,17 @@ impl From<ListEntry> for Entry {
 #[pyclass(module = "sluice", name = "Listing")]
 #[derive(Debug)]
 pub struct Listing {
-    rx: Arc<Mutex<mpsc::Receiver<sluice_core::Result<ListEntry>>>>,
+    rx: Arc<Mutex<Pending>>,
     ready: std::collections::VecDeque<sluice_core::Result<ListEntry>>,
     owner: u32,
+}
+
+/// What a listing's task has sent and not yet been handed out.
+#[derive(Debug)]
+struct Pending {
+    entries: mpsc::Receiver<sluice_core::Result<ListEntry>>,
+    /// An error received after entries that went out first (`next_batch_call`).
+    failed: Option<Error>,
 }
 
 impl Listing {
@@ -97,10 +105,41 @@ impl Listing {
             sluice_core::spawn_list(store, prefix, recursive, AHEAD)
         };
         Ok(Self {
-            rx: Arc::new(Mutex::new(rx)),
+            rx: Arc::new(Mutex::new(Pending {
+                entries: rx,
+                failed: None,
+            })),
             ready: Default::default(),
             owner: std::process::id(),
         })
+    }
+}
+
+impl Listing {
+    /// The next entries as they arrive, at most a page's worth (`AHEAD`); none at the end.
+    /// An error ends the batch it is in: entries before it come first, it comes next.
+    pub(crate) fn next_batch_call(&self) -> PyResult<crate::runtime::Call<Vec<ListEntry>>> {
+        check_owner(self.owner, "sluice.Listing")?;
+        let rx = self.rx.clone();
+        Ok(Box::pin(async move {
+            let mut rx = rx.lock().await;
+            if let Some(err) = rx.failed.take() {
+                return Err(crate::errors::to_py(err));
+            }
+            let mut batch = Vec::new();
+            rx.entries.recv_many(&mut batch, AHEAD).await;
+            let mut entries = Vec::with_capacity(batch.len());
+            for e in batch {
+                match e {
+                    Ok(e) => entries.push(e),
+                    Err(err) if entries.is_empty() => return Err(crate::errors::to_py(err)),
+                    // The entries before it first; the error on the next call (the listing's
+                    // task ends after its first error, so nothing follows it).
+                    Err(err) => rx.failed = Some(err),
+                }
+            }
+            Ok(entries)
+        }))
     }
 }
 
@@ -119,7 +158,7 @@ impl Listing {
             let rx = self.rx.clone();
             let batch = block(py, async move {
                 let mut batch = Vec::new();
-                rx.lock().await.recv_many(&mut batch, AHEAD).await;
+                rx.lock().await.entries.recv_many(&mut batch, AHEAD).await;
                 Ok::<_, Error>(batch)
             })?;
             ready.extend(batch);

@@ -1,8 +1,9 @@
-//! The parquet calls of s3dlio that DLIO's dlrm workload makes: a file's footer read with
-//! ranged GETs (cached per process), one row group fetched as a single ranged GET over the
-//! chunks of the selected columns and decoded to an Arrow IPC stream, and a parquet file of
-//! random float columns written row group by row group through a streaming upload (memory:
-//! about one row group, whatever the file's size).
+//! Parquet over object storage: a file's footer read with ranged GETs (cached per process),
+//! the chunks of the selected columns of the selected row groups fetched by `get_ranges`
+//! (only their bytes, give or take a tenth) and decoded to an Arrow IPC stream
+//! (`sluice.parquet`, and s3dlio's `parquet_get_rg` that DLIO's dlrm workload calls), and a
+//! parquet file of random float columns written row group by row group through a streaming
+//! upload (memory: about one row group, whatever the file's size).
 
 use crate::client::{Client, default_client, parse_uri};
 use crate::errors::value_error;
@@ -24,14 +25,26 @@ use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::reader::{ChunkReader, Length};
 use pyo3::prelude::*;
-use sluice_core::ObjectStoreExt;
-use sluice_core::{ByteRange, Error, ObjectStore, ObjectUri, ObjectWriter, Result, WriteOptions};
+use sluice_core::{
+    ByteRange, Error, GetOptions, ObjectStore, ObjectStoreExt, ObjectUri, ObjectWriter,
+    RangesOptions, Result, WriteOptions, gap_within,
+};
 use sluice_testdata::pattern;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
-/// A file's size and metadata.
-type Footer = (u64, Arc<ParquetMetaData>);
+/// A file's size, version and metadata.
+#[derive(Clone)]
+struct Footer {
+    size: u64,
+    /// The version the metadata describes: its chunks are read of this version only.
+    etag: Option<String>,
+    md: Arc<ParquetMetaData>,
+}
+
+/// The bytes a projection may read beyond the chunks it selects, as a share of theirs: gaps
+/// between chunks are read through (one request instead of two) only within it.
+const PROJECTION_WASTE: f64 = 0.10;
 
 /// Footers read in this process, by URI (s3dlio caches them the same way).
 static FOOTERS: LazyLock<Mutex<HashMap<String, Footer>>> = LazyLock::new(Default::default);
@@ -53,14 +66,19 @@ async fn footer(store: &dyn ObjectStore, uri: &ObjectUri, cap: u64) -> Result<Fo
     if let Some(f) = footers().get(&uri.to_string()) {
         return Ok(f.clone());
     }
-    let size = store.head(uri).await?.size;
+    let head = store.head(uri).await?;
+    let (size, etag) = (head.size, head.etag);
     let footer = FOOTER_SIZE as u64;
     if size < footer + 4 {
         return Err(not_parquet(uri, format!("{size} bytes is too short")));
     }
     let tail_len = cap.clamp(footer, size);
+    let pinned = |range| GetOptions {
+        range: Some(range),
+        if_match: etag.clone(),
+    };
     let tail = store
-        .get(uri, Some(ByteRange::new(size - tail_len, size)?))
+        .get_with(uri, &pinned(ByteRange::new(size - tail_len, size)?))
         .await?;
     // Every length below is taken from the end of what arrived: a short reply must not
     // make one of them underflow.
@@ -88,13 +106,14 @@ async fn footer(store: &dyn ObjectStore, uri: &ObjectUri, cap: u64) -> Result<Fo
         tail.slice(tail.len() - needed as usize..tail.len() - FOOTER_SIZE)
     } else {
         store
-            .get(uri, Some(ByteRange::new(size - needed, size - footer)?))
+            .get_with(uri, &pinned(ByteRange::new(size - needed, size - footer)?))
             .await?
     };
     let md =
         Arc::new(ParquetMetaDataReader::decode_metadata(&meta).map_err(|e| not_parquet(uri, e))?);
-    footers().insert(uri.to_string(), (size, md.clone()));
-    Ok((size, md))
+    let f = Footer { size, etag, md };
+    footers().insert(uri.to_string(), f.clone());
+    Ok(f)
 }
 
 /// The store and upload options of `client`, or of the default client.
@@ -111,17 +130,55 @@ fn store_of(
     }
 }
 
+/// A column asked for by its leaf index or by its name (its dotted path: `a.b` for a field
+/// of a struct).
+#[derive(FromPyObject)]
+pub enum Column {
+    Index(usize),
+    Name(String),
+}
+
 /// The leaf columns to read: `cols`, checked against the file, or all of them.
-fn columns(uri: &ObjectUri, md: &ParquetMetaData, cols: Option<Vec<usize>>) -> Result<Vec<usize>> {
-    let n = md.file_metadata().schema_descr().num_columns();
-    match cols {
-        None => Ok((0..n).collect()),
-        Some(c) => match c.iter().find(|&&i| i >= n) {
-            Some(bad) => Err(Error::config(
-                "col_indices",
-                format!("column {bad} does not exist in {uri} ({n} columns)"),
+fn columns(uri: &ObjectUri, md: &ParquetMetaData, cols: Option<Vec<Column>>) -> Result<Vec<usize>> {
+    let schema = md.file_metadata().schema_descr();
+    let n = schema.num_columns();
+    let Some(cols) = cols else {
+        return Ok((0..n).collect());
+    };
+    cols.into_iter()
+        .map(|c| match c {
+            Column::Index(i) if i < n => Ok(i),
+            Column::Index(i) => Err(Error::config(
+                "columns",
+                format!("column {i} does not exist in {uri} ({n} columns)"),
             )),
-            None => Ok(c),
+            Column::Name(name) => (0..n)
+                .find(|&i| schema.column(i).path().string() == name)
+                .ok_or_else(|| {
+                    Error::config(
+                        "columns",
+                        format!("no column named {name:?} in {uri} ({n} columns)"),
+                    )
+                }),
+        })
+        .collect()
+}
+
+/// The row groups to read: `rgs`, checked against the file, or all of them.
+fn row_groups(
+    uri: &ObjectUri,
+    md: &ParquetMetaData,
+    rgs: Option<Vec<usize>>,
+) -> Result<Vec<usize>> {
+    let n = md.num_row_groups();
+    match rgs {
+        None => Ok((0..n).collect()),
+        Some(r) => match r.iter().find(|&&i| i >= n) {
+            Some(bad) => Err(Error::config(
+                "row_groups",
+                format!("{bad} out of range for '{uri}' ({n} row groups)"),
+            )),
+            None => Ok(r),
         },
     }
 }
@@ -151,11 +208,11 @@ pub fn parquet_row_groups(
 ) -> PyResult<Vec<RowGroupLayout>> {
     let (store, _) = store_of(py, client)?;
     let u = parse_uri(uri)?;
-    let (_, md) = block(
+    let f = block(
         py,
         async move { footer(store.as_ref(), &u, footer_cap).await },
     )?;
-    Ok(md
+    Ok(f.md
         .row_groups()
         .iter()
         .map(|g| {
@@ -167,9 +224,96 @@ pub fn parquet_row_groups(
         .collect())
 }
 
+/// The chunks of `cols` in row groups `rgs`, of the footer's version, fetched together:
+/// ranges merged over gaps of at most `coalesce` bytes, by default only over gaps within
+/// `PROJECTION_WASTE` of the chunks' bytes.
+async fn fetch_chunks(
+    store: &dyn ObjectStore,
+    uri: &ObjectUri,
+    f: &Footer,
+    (rgs, cols): (&[usize], &[usize]),
+    coalesce: Option<u64>,
+) -> Result<Chunks> {
+    let ranges: Vec<std::ops::Range<u64>> = rgs
+        .iter()
+        .flat_map(|&rg| {
+            let group = f.md.row_group(rg);
+            cols.iter().map(move |&c| {
+                let (start, len) = group.column(c).byte_range();
+                start..start + len
+            })
+        })
+        .collect();
+    let opts = RangesOptions {
+        coalesce: coalesce.unwrap_or_else(|| gap_within(&ranges, PROJECTION_WASTE)),
+        if_match: f.etag.clone(),
+        ..RangesOptions::default()
+    };
+    let data = store.get_ranges_with(uri, &ranges, &opts).await?;
+    let mut pieces: Vec<(u64, Bytes)> = ranges.iter().map(|r| r.start).zip(data).collect();
+    pieces.sort_unstable_by_key(|p| p.0);
+    Ok(Chunks {
+        pieces,
+        file_len: f.size,
+    })
+}
+
+/// Row groups `rgs` of the file, restricted to `cols`, as one Arrow IPC stream (a batch per
+/// row group), decoded off the runtime's threads.
+async fn read_ipc(
+    store: &dyn ObjectStore,
+    uri: &ObjectUri,
+    footer_cap: u64,
+    rgs: Option<Vec<usize>>,
+    cols: Option<Vec<Column>>,
+    coalesce: Option<u64>,
+) -> Result<Bytes> {
+    let f = footer(store, uri, footer_cap).await?;
+    let rgs = row_groups(uri, &f.md, rgs)?;
+    let cols = columns(uri, &f.md, cols)?;
+    let chunks = fetch_chunks(store, uri, &f, (&rgs, &cols), coalesce).await?;
+    let md = f.md.clone();
+    tokio::task::spawn_blocking(move || to_arrow_ipc(chunks, md, rgs, cols))
+        .await
+        .map_err(|e| Error::integrity(uri.to_string(), format!("decode task failed: {e}")))?
+        .map_err(|e| not_parquet(uri, e))
+}
+
+/// Row groups `row_groups` (all when None) of the file, restricted to the leaf `columns`
+/// (indices or names; all when None), as an Arrow IPC stream: only the selected chunks are
+/// fetched, in parallel ranged GETs, merged over gaps of at most `coalesce` bytes (None:
+/// only where the bytes read through stay within a tenth of the chunks').
+#[pyfunction]
+#[pyo3(signature = (uri, row_groups=None, columns=None, coalesce=None, footer_cap=4194304, client=None))]
+pub fn parquet_read(
+    py: Python<'_>,
+    uri: &str,
+    row_groups: Option<Vec<usize>>,
+    columns: Option<Vec<Column>>,
+    coalesce: Option<u64>,
+    footer_cap: u64,
+    client: Option<&Client>,
+) -> PyResult<Object> {
+    let (store, _) = store_of(py, client)?;
+    let u = parse_uri(uri)?;
+    let data = block(py, async move {
+        read_ipc(
+            store.as_ref(),
+            &u,
+            footer_cap,
+            row_groups,
+            columns,
+            coalesce,
+        )
+        .await
+    })?;
+    Ok(Object::new(uri.to_owned(), data))
+}
+
 /// Row group `rg_idx` of the file, restricted to the leaf columns `col_indices` (all when
-/// None): decoded and re-encoded as an Arrow IPC stream with `decode="arrow"`, else the
-/// raw bytes of its column chunks. One ranged GET for the data.
+/// None): decoded and re-encoded as an Arrow IPC stream with `decode="arrow"` (only the
+/// selected chunks fetched), else the raw bytes from its first selected chunk to its last
+/// (s3dlio's raw read: one ranged GET).
 #[pyfunction]
 #[pyo3(signature = (uri, rg_idx, col_indices=None, footer_cap=4194304, decode="arrow", client=None))]
 pub fn parquet_get_rg(
@@ -183,86 +327,104 @@ pub fn parquet_get_rg(
 ) -> PyResult<Object> {
     let (store, _) = store_of(py, client)?;
     let u = parse_uri(uri)?;
-    let arrow = decode.eq_ignore_ascii_case("arrow");
-    let data = block(py, async move {
-        let (size, md) = footer(store.as_ref(), &u, footer_cap).await?;
-        let groups = md.num_row_groups();
-        if rg_idx >= groups {
-            return Err(Error::config(
-                "rg_idx",
-                format!("{rg_idx} out of range for '{u}' ({groups} row groups)"),
-            ));
-        }
-        let cols = columns(&u, &md, col_indices)?;
-        let (start, end) = extent(&md, rg_idx, &cols);
-        if start >= end {
-            return Ok(Bytes::new());
-        }
-        let chunk = store.get(&u, Some(ByteRange::new(start, end)?)).await?;
-        if !arrow {
-            return Ok(chunk);
-        }
-        let reader = Extent {
-            start,
-            data: chunk,
-            file_len: size,
-        };
-        tokio::task::spawn_blocking(move || to_arrow_ipc(reader, md, rg_idx, cols))
+    let cols = col_indices.map(|c| c.into_iter().map(Column::Index).collect());
+    let data = if decode.eq_ignore_ascii_case("arrow") {
+        block(py, async move {
+            read_ipc(
+                store.as_ref(),
+                &u,
+                footer_cap,
+                Some(vec![rg_idx]),
+                cols,
+                None,
+            )
             .await
-            .map_err(|e| Error::integrity(u.to_string(), format!("decode task failed: {e}")))?
-            .map_err(|e| not_parquet(&u, e))
-    })?;
+        })?
+    } else {
+        block(py, async move {
+            let f = footer(store.as_ref(), &u, footer_cap).await?;
+            row_groups(&u, &f.md, Some(vec![rg_idx]))?;
+            let cols = columns(&u, &f.md, cols)?;
+            let (start, end) = extent(&f.md, rg_idx, &cols);
+            if start >= end {
+                return Ok(Bytes::new());
+            }
+            let opts = GetOptions {
+                range: Some(ByteRange::new(start, end)?),
+                if_match: f.etag.clone(),
+            };
+            store.get_with(&u, &opts).await
+        })?
+    };
     Ok(Object::new(uri.to_owned(), data))
 }
 
-/// The fetched bytes of one row group, seen by the parquet reader as the whole file.
-struct Extent {
-    start: u64,
-    data: Bytes,
+/// The fetched column chunks of a file, seen by the parquet reader as the whole file: each
+/// read it makes must lie within one chunk.
+struct Chunks {
+    /// (offset in the file, bytes), by offset.
+    pieces: Vec<(u64, Bytes)>,
     file_len: u64,
 }
 
-impl Length for Extent {
+impl Length for Chunks {
     fn len(&self) -> u64 {
         self.file_len
     }
 }
 
-impl ChunkReader for Extent {
+impl ChunkReader for Chunks {
     type T = bytes::buf::Reader<Bytes>;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        let len = (self.start + self.data.len() as u64).saturating_sub(start) as usize;
-        Ok(bytes::Buf::reader(self.get_bytes(start, len)?))
+        let (at, data) = self.piece(start)?;
+        Ok(bytes::Buf::reader(data.slice((start - at) as usize..)))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        let from = start.checked_sub(self.start).map(|o| o as usize);
-        match from {
-            Some(from) if from + length <= self.data.len() => {
-                Ok(self.data.slice(from..from + length))
-            }
-            _ => Err(ParquetError::General(format!(
-                "bytes {start}..{} lie outside the fetched row group",
-                start + length as u64
-            ))),
+        let (at, data) = self.piece(start)?;
+        let from = (start - at) as usize;
+        match from.checked_add(length) {
+            Some(to) if to <= data.len() => Ok(data.slice(from..to)),
+            _ => Err(outside(start, length as u64)),
         }
     }
 }
 
+impl Chunks {
+    /// The chunk that holds byte `start`.
+    fn piece(&self, start: u64) -> parquet::errors::Result<(u64, &Bytes)> {
+        let i = self.pieces.partition_point(|(at, _)| *at <= start);
+        match i.checked_sub(1).map(|i| &self.pieces[i]) {
+            Some((at, data)) if start < at + data.len() as u64 => Ok((*at, data)),
+            _ => Err(outside(start, 1)),
+        }
+    }
+}
+
+fn outside(start: u64, len: u64) -> ParquetError {
+    ParquetError::General(format!(
+        "bytes {start}..{} lie outside the fetched column chunks",
+        start + len
+    ))
+}
+
 fn to_arrow_ipc(
-    reader: Extent,
+    reader: Chunks,
     md: Arc<ParquetMetaData>,
-    rg: usize,
+    rgs: Vec<usize>,
     cols: Vec<usize>,
 ) -> std::result::Result<Bytes, Box<dyn std::error::Error + Send + Sync>> {
-    let rows = usize::try_from(md.row_group(rg).num_rows())
+    let rows = rgs
+        .iter()
+        .map(|&rg| usize::try_from(md.row_group(rg).num_rows()).unwrap_or(0))
+        .max()
         .unwrap_or(0)
         .max(1);
     let mask = ProjectionMask::leaves(md.file_metadata().schema_descr(), cols);
     let meta = ArrowReaderMetadata::try_new(md, ArrowReaderOptions::new())?;
     let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, meta)
-        .with_row_groups(vec![rg])
+        .with_row_groups(rgs)
         .with_projection(mask)
         .with_batch_size(rows)
         .build()?;
@@ -408,6 +570,7 @@ fn random_column(key: &str, rows: usize, width: usize, field: &Field) -> Result<
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parquet_row_groups, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_get_rg, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_read, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_cache_invalidate, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_cache_len, m)?)?;

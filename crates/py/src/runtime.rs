@@ -101,6 +101,23 @@ pub fn block<T: Send + 'static>(
     block_map(py, fut, to_py)
 }
 
+/// A call's work, its arguments checked and owned: `run` waits for it (the blocking API),
+/// `aio::awaitable` hands it to asyncio.
+pub type Call<T> = futures::future::BoxFuture<'static, PyResult<T>>;
+
+/// `fut` as a `Call`, its error made a Python exception.
+pub fn call<T>(fut: impl Future<Output = sluice_core::Result<T>> + Send + 'static) -> Call<T> {
+    Box::pin(async move { fut.await.map_err(to_py) })
+}
+
+/// `block` for a future whose errors are already Python's (a `Call`).
+pub fn run<T: Send + 'static>(
+    py: Python<'_>,
+    fut: impl Future<Output = PyResult<T>> + Send + 'static,
+) -> PyResult<T> {
+    block(py, async move { Ok::<_, sluice_core::Error>(fut.await) })?
+}
+
 /// `block`, its error made a Python exception by `map`.
 pub fn block_map<T: Send + 'static>(
     py: Python<'_>,

@@ -40,6 +40,41 @@ impl Writer {
     }
 }
 
+/// The calls of `sluice.aio`'s writer: bytes owned by the call (bytes shared, anything else
+/// copied, since a coroutine cannot lend them across an await).
+impl Writer {
+    pub(crate) fn write_call(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::runtime::Call<usize>> {
+        let inner = self.inner()?;
+        let payload = bytes_of(py, data)?;
+        Ok(Box::pin(async move {
+            let n = payload.len();
+            let r = inner.lock_owned().await.write(payload).await;
+            r.map(|()| n).map_err(crate::errors::to_py)
+        }))
+    }
+
+    pub(crate) fn close_call(&self) -> PyResult<crate::runtime::Call<WriteInfo>> {
+        let inner = self.inner()?;
+        let mode = self.mode.clone();
+        Ok(Box::pin(async move {
+            let r = inner.lock_owned().await.finish().await;
+            r.map_err(|e| write_error(e, &mode))
+        }))
+    }
+
+    pub(crate) fn abort_call(&self) -> PyResult<crate::runtime::Call<()>> {
+        let inner = self.inner()?;
+        Ok(Box::pin(async move {
+            let r = inner.lock_owned().await.abort().await;
+            r.map_err(crate::errors::to_py)
+        }))
+    }
+}
+
 pub fn info_dict<'py>(
     py: Python<'py>,
     uri: &str,
@@ -103,7 +138,7 @@ impl Writer {
     }
 
     #[getter]
-    fn uri(&self) -> &str {
+    pub fn uri(&self) -> &str {
         &self.uri
     }
 

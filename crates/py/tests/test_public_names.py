@@ -13,9 +13,11 @@ import sluice
 PUBLIC_MODULES = [
     "sluice",
     "sluice.testing",
+    "sluice.aio",
     "sluice.torch",
     "sluice.torch.dcp",
     "sluice.fsspec",
+    "sluice.parquet",
     "sluice.compat",
     "sluice.compat.alias",
     "sluice.compat.s3dlio",

@@ -151,6 +151,29 @@ def test_distributed_checkpoint_save_and_load(server, prefix):
         StorageWriter("/local/path")
 
 
+def test_distributed_checkpoint_partial_load_reads_only_its_bytes(server, prefix):
+    import torch.distributed.checkpoint as dcp
+    from sluice.torch.dcp import StorageReader, StorageWriter
+
+    uri = f"s3://{server.bucket}/{prefix}ckpt"
+    state = {f"layer{i}": torch.randn(512, 512) for i in range(8)}  # 1 MiB each
+    state["step"] = torch.tensor(7)
+    dcp.save(state, storage_writer=StorageWriter(uri, endpoint=server.endpoint, thread_count=2))
+    back = {"layer3": torch.empty(512, 512), "step": torch.tensor(0)}
+    reader = StorageReader(uri, endpoint=server.endpoint, files_in_flight=2)
+    sent = server.stats()["bytes_sent"]
+    dcp.load(back, storage_reader=reader)
+    fetched = server.stats()["bytes_sent"] - sent
+    assert torch.equal(back["layer3"], state["layer3"]) and int(back["step"]) == 7
+    # One tensor of 1 MiB, the step and the metadata: not the other 7 MiB.
+    assert (1 << 20) <= fetched < (3 << 19), fetched
+    everything = {k: torch.empty_like(v) for k, v in state.items()}
+    dcp.load(everything, storage_reader=StorageReader(uri, endpoint=server.endpoint))
+    assert all(torch.equal(everything[k], v) for k, v in state.items())
+    with pytest.raises(ValueError, match="files_in_flight"):
+        StorageReader(uri, files_in_flight=0)
+
+
 def _dcp_rank(rank, world, init, uri, endpoint):
     # Module level: torch.multiprocessing.spawn pickles it.
     import torch.distributed as dist

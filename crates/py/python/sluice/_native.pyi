@@ -3,7 +3,19 @@
 import sys
 from os import PathLike
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, Union, final
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+    final,
+)
 
 from typing_extensions import disjoint_base
 
@@ -33,6 +45,7 @@ __all__ = [
     "S3Error",
     "get",
     "get_range",
+    "get_ranges",
     "get_many",
     "list",
     "list_objects",
@@ -53,10 +66,23 @@ __all__ = [
     "parquet_row_groups",
     "bytes_view",
     "parquet_get_rg",
+    "parquet_read",
     "parquet_cache_invalidate",
     "parquet_cache_clear",
     "parquet_cache_len",
     "parquet_write_random",
+    "aio_get",
+    "aio_get_range",
+    "aio_get_ranges",
+    "aio_get_many",
+    "aio_stat",
+    "aio_exists",
+    "aio_put",
+    "aio_delete",
+    "aio_list_next",
+    "aio_write",
+    "aio_close",
+    "aio_abort",
     "backends",
     "__version__",
 ]
@@ -179,6 +205,15 @@ class Client:
     def get_range(
         self, uri: str, offset: int, length: Optional[int] = None, etag: Optional[str] = None
     ) -> Object: ...
+    def get_ranges(
+        self,
+        uri: str,
+        ranges: Sequence[Tuple[int, int]],
+        coalesce: Optional[int] = None,
+        etag: Optional[str] = None,
+    ) -> List[Object]:
+        """Each ``(start, end)`` range (end exclusive) in the order given: ranges at most
+        ``coalesce`` bytes apart (1 MiB) read by one request, all at once, of one version."""
     def get_many(
         self, uris: Sequence[str], max_in_flight: Optional[int] = None
     ) -> List[Object]: ...
@@ -358,6 +393,12 @@ def get(uri: str) -> Object: ...
 def get_range(
     uri: str, offset: int, length: Optional[int] = None, etag: Optional[str] = None
 ) -> Object: ...
+def get_ranges(
+    uri: str,
+    ranges: Sequence[Tuple[int, int]],
+    coalesce: Optional[int] = None,
+    etag: Optional[str] = None,
+) -> List[Object]: ...
 def get_many(uris: Sequence[str], max_in_flight: Optional[int] = None) -> List[Object]: ...
 def list(uri: str, recursive: bool = False) -> List[str]: ...
 def list_objects(uri: str, recursive: bool = False) -> Listing: ...
@@ -392,6 +433,16 @@ def parquet_get_rg(
 ) -> Object:
     """One row group as an Arrow IPC stream ("arrow") or its raw column-chunk bytes."""
 
+def parquet_read(
+    uri: str,
+    row_groups: Optional[Sequence[int]] = None,
+    columns: Optional[Sequence[Union[int, str]]] = None,
+    coalesce: Optional[int] = None,
+    footer_cap: int = 4194304,
+    client: Optional[Client] = None,
+) -> Object:
+    """The selected row groups and leaf columns as an Arrow IPC stream (only their chunks fetched)."""
+
 def parquet_cache_invalidate(uri: str) -> None: ...
 def parquet_cache_clear() -> None: ...
 def parquet_cache_len() -> int: ...
@@ -404,5 +455,34 @@ def parquet_write_random(
 ) -> None:
     """A parquet file of random float32 columns, uploaded row group by row group."""
 
+# sluice.aio's awaitables (asyncio futures of the running loop).
+def aio_get(client: Client, uri: str) -> Awaitable[Object]: ...
+def aio_get_range(
+    client: Client,
+    uri: str,
+    offset: int,
+    length: Optional[int] = None,
+    etag: Optional[str] = None,
+) -> Awaitable[Object]: ...
+def aio_get_ranges(
+    client: Client,
+    uri: str,
+    ranges: Sequence[Tuple[int, int]],
+    coalesce: Optional[int] = None,
+    etag: Optional[str] = None,
+) -> Awaitable[List[Object]]: ...
+def aio_get_many(
+    client: Client, uris: Sequence[str], max_in_flight: Optional[int] = None
+) -> Awaitable[List[Object]]: ...
+def aio_stat(client: Client, uri: str) -> Awaitable[StatResult]: ...
+def aio_exists(client: Client, uri: str) -> Awaitable[bool]: ...
+def aio_put(
+    client: Client, uri: str, data: Any, *, mode: str = "overwrite", if_match: Optional[str] = None
+) -> Awaitable[Optional[str]]: ...
+def aio_delete(client: Client, uri: str) -> Awaitable[None]: ...
+def aio_list_next(listing: Listing) -> Awaitable[List[ListEntry]]: ...
+def aio_write(writer: Writer, data: Any) -> Awaitable[int]: ...
+def aio_close(writer: Writer) -> Awaitable[WriteResult]: ...
+def aio_abort(writer: Writer) -> Awaitable[None]: ...
 def _next_log(timeout: float) -> Optional[Tuple[int, str, str]]:
     """The next Rust log record (level, target, message), waiting up to `timeout` seconds."""

@@ -28,7 +28,8 @@ from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple
 
 import sluice
 from sluice import _native
-from sluice._native import ListEntry, Object, StatResult, WriteResult
+from sluice._native import ListEntry, Object
+from sluice._types import StatResult, WriteResult
 
 # Read-ahead of a reader: from 1 MiB, doubling while reads are sequential, to 64 MiB (as
 # sluice.open's).
@@ -81,7 +82,9 @@ class Client:
         """Each ``(start, end)`` range, as ``sluice.get_ranges``."""
         return await _native.aio_get_ranges(self.client, uri, builtins.list(ranges), coalesce, etag)
 
-    async def get_many(self, uris: Sequence[str], max_in_flight: Optional[int] = None) -> List[Object]:
+    async def get_many(
+        self, uris: Sequence[str], max_in_flight: Optional[int] = None
+    ) -> List[Object]:
         """Every object, in the order given, as ``sluice.get_many``."""
         return await _native.aio_get_many(self.client, builtins.list(uris), max_in_flight)
 
@@ -113,7 +116,6 @@ class Client:
                 return
             for entry in batch:
                 yield entry
-
 
     async def open(self, uri: str, mode: str = "rb", **writer_options: Any) -> Any:
         """``"rb"``: a ``Reader`` of one version of the object; ``"wb"`` (or ``"xb"``: only if

@@ -61,7 +61,9 @@ def read_table(
     return pa.ipc.open_stream(pa.py_buffer(memoryview(data))).read_all()
 
 
-def row_groups(uri: str, *, client: Optional[Client] = None) -> List[Tuple[int, List[Tuple[int, int]]]]:
+def row_groups(
+    uri: str, *, client: Optional[Client] = None
+) -> List[Tuple[int, List[Tuple[int, int]]]]:
     """Every row group of the file: (rows, [(offset, length) of each leaf column chunk])."""
     return _native.parquet_row_groups(uri, client=client)
 
