@@ -31,16 +31,20 @@ def reader(kind, uri):
         from sluice.torch.dcp import StorageReader
 
         return StorageReader(uri)
-    from s3torchconnector import S3ClientConfig
+    from s3torchconnector import S3ClientConfig, S3ReaderConstructor
+    from s3torchconnector._s3client import S3Client
     from s3torchconnector.dcp import S3StorageReader
 
-    opts = dict(region="us-east-1", path=uri, endpoint=os.environ["AWS_ENDPOINT_URL_S3"],
-                s3client_config=S3ClientConfig(force_path_style=True))
+    cfg = S3ClientConfig(force_path_style=True)
+    opts = dict(region="us-east-1", path=uri, s3client_config=cfg)
     if kind == "s3tc-sequential":
-        from s3torchconnector import S3ReaderConstructor
-
         opts["reader_constructor"] = S3ReaderConstructor.sequential()
-    return S3StorageReader(**opts)
+    r = S3StorageReader(**opts)
+    # S3StorageReader takes no endpoint: its file system's client is replaced by one that
+    # has it (the same constructor, with `endpoint`).
+    r.fs._client = S3Client(region="us-east-1", endpoint=os.environ["AWS_ENDPOINT_URL_S3"],
+                            s3client_config=cfg)
+    return r
 
 
 def main():

@@ -1,7 +1,7 @@
 """dlrm_b200's parquet layout (MLPerf Storage v3.0, configs/dlio/workload/dlrm_b200.yaml) and
 three ways to read its projected row groups; used by scripts/measure-parquet.
 
-    python dlrm.py write URI ROW_GROUPS     upload a file (boto3 from the environment)
+    python dlrm.py write URI ROW_GROUPS     upload a file (sluice, from the environment)
     python dlrm.py read READER URI          rows/s reading every row group, 4 threads
     python dlrm.py bytes ROW_GROUPS         bytes each reader fetches ÷ selected chunk bytes,
                                             against an in-process test server
@@ -117,12 +117,11 @@ def timed(kind, uri):
 def main():
     mode = sys.argv[1]
     if mode == "write":
-        import boto3
+        import sluice
 
         uri, groups = sys.argv[2], int(sys.argv[3])
-        bucket, key = uri[len("s3://"):].split("/", 1)
         data = parquet_bytes(groups)
-        boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=data)
+        sluice.put(uri, data)
         print(f"{len(data)} bytes, {selected_bytes(data)} selected")
     elif mode == "read":
         print(round(timed(sys.argv[2], sys.argv[3])))
@@ -136,11 +135,12 @@ def main():
             uri = f"s3://{s.bucket}/dlrm.parquet"
             for kind in ("sluice", "sluice-span", "pyarrow"):
                 read, groups = reader(kind, uri, s.endpoint)
-                before = s.stats()["bytes_sent"]
+                before, gets = s.stats()["bytes_sent"], s.gets
                 with ThreadPoolExecutor(THREADS) as pool:
                     list(pool.map(read, range(groups)))
-                got = s.stats()["bytes_sent"] - before
-                print(f"{kind:12} fetched {got:>11} B  selected {want:>11} B  ratio {got / want:.3f}")
+                got, gets = s.stats()["bytes_sent"] - before, s.gets - gets
+                print(f"{kind:12} fetched {got:>11} B  selected {want:>11} B  ratio {got / want:.3f}"
+                      f"  GETs per row group {gets / groups:.1f}")
 
 
 if __name__ == "__main__":
