@@ -105,13 +105,30 @@ def reader(kind, uri, endpoint=None):
 
 
 def timed(kind, uri):
+    """rows/s, the calls' p50 and p90 in ms, and the process's CPU seconds per second."""
+    import resource
+
     read, groups = reader(kind, uri)
+    calls = []
+
+    def one(rg):
+        t = time.perf_counter()
+        n = read(rg)
+        calls.append(time.perf_counter() - t)
+        return n
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = usage.ru_utime + usage.ru_stime
     t = time.perf_counter()
     with ThreadPoolExecutor(THREADS) as pool:
-        rows = sum(pool.map(read, range(groups)))
+        rows = sum(pool.map(one, range(groups)))
     s = time.perf_counter() - t
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime - cpu0
     assert rows == groups * ROWS, f"{kind} read {rows} rows of {groups * ROWS}"
-    return rows / s
+    calls.sort()
+    p = lambda q: calls[min(len(calls) - 1, int(q * len(calls)))] * 1000  # noqa: E731
+    return rows / s, p(0.5), p(0.9), cpu / s
 
 
 def main():
@@ -124,7 +141,8 @@ def main():
         sluice.put(uri, data)
         print(f"{len(data)} bytes, {selected_bytes(data)} selected")
     elif mode == "read":
-        print(round(timed(sys.argv[2], sys.argv[3])))
+        rate, p50, p90, busy = timed(sys.argv[2], sys.argv[3])
+        print(f"{rate:.0f} {p50:.1f} {p90:.1f} {busy:.2f}")
     elif mode == "bytes":
         from sluice.testing import TestServer, environment
 

@@ -126,3 +126,22 @@ def test_open_streams_reads_and_writes(server, prefix):
             await client.open(uri, "ab")
 
     asyncio.run(main())
+
+
+def test_an_awaitable_of_a_closed_loop_raises_and_never_hangs(server, prefix):
+    uri = f"s3://{server.bucket}/{prefix}x"
+    server.insert(f"{prefix}x", b"x")
+    client = sluice.Client(endpoint=server.endpoint)
+    loop = asyncio.new_event_loop()
+
+    async def start():
+        return _native.aio_get(client, uri)
+
+    fut = loop.run_until_complete(start())
+    loop.close()  # before the answer: its call_soon_threadsafe is refused, quietly
+
+    async def wait():
+        return await fut
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(asyncio.wait_for(wait(), 10))
