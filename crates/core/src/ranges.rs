@@ -13,7 +13,7 @@
 //! clipped to it, one that starts at or after the end is an error naming it and the size.
 
 use crate::error::{Error, Result};
-use crate::object::{GetInfo, GetOptions, same_etag};
+use crate::object::{GetInfo, GetOptions, MAX_OBJECT_SIZE, same_etag};
 use crate::range::{ByteRange, FOLLOW_MAX_RANGE, split_ranges};
 use crate::segment::{Segment, SegmentedBuffer};
 use crate::uri::ObjectUri;
@@ -94,6 +94,18 @@ impl RangesPlan {
                 format!("byte range {}..{} is reversed", r.start, r.end),
             ));
         }
+        if let Some(r) = ranges
+            .iter()
+            .find(|r| r.start < r.end && r.start >= MAX_OBJECT_SIZE)
+        {
+            return Err(Error::config(
+                "range",
+                format!(
+                    "byte range {}..{} starts past the largest object S3 holds ({MAX_OBJECT_SIZE} bytes)",
+                    r.start, r.end
+                ),
+            ));
+        }
         let spans = merge(ranges, coalesce);
         let pieces = spans
             .iter()
@@ -132,9 +144,15 @@ impl RangesPlan {
     }
 }
 
-/// The non-empty `ranges`, sorted and merged where at most `coalesce` bytes apart.
+/// The non-empty `ranges`, sorted and merged where at most `coalesce` bytes apart; an end
+/// past the largest object S3 holds is planned as that size (no object reaches further, and
+/// a plan of pieces up to `u64::MAX` would not fit in memory).
 fn merge(ranges: &[Range<u64>], coalesce: u64) -> Vec<Range<u64>> {
-    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.start < r.end).cloned().collect();
+    let mut sorted: Vec<Range<u64>> = ranges
+        .iter()
+        .map(|r| r.start..r.end.min(MAX_OBJECT_SIZE))
+        .filter(|r| r.start < r.end)
+        .collect();
     sorted.sort_unstable_by_key(|r| r.start);
     let mut spans: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
     for r in sorted {
@@ -223,10 +241,10 @@ where
                     format!("{}..{} does not fit in memory", span.start, span.end),
                 )
             })?;
+        let segments = SegmentedBuffer::try_split(&lens)
+            .map_err(|e| Error::config("range", format!("{}..{}: {e}", span.start, span.end)))?;
         // At most its length: a piece that runs past the object's end comes back shorter.
-        let segments = SegmentedBuffer::split(lens)
-            .into_iter()
-            .map(Segment::into_growable);
+        let segments = segments.into_iter().map(Segment::into_growable);
         for (seg, range) in segments.zip(pieces.iter().copied()) {
             let opts = GetOptions {
                 range: Some(range),

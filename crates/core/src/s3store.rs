@@ -555,6 +555,9 @@ mod tests {
                     && e.to_string().contains("1000 bytes"),
                 "{e}"
             );
+            // A range no machine can hold is refused before any request, never an abort.
+            let e = store.get_ranges(&uri(), &[0..1 << 62]).await.unwrap_err();
+            assert!(e.to_string().contains("cannot allocate"), "{e}");
             let e = store.get_ranges(&uri(), &[2_000..2_010]).await.unwrap_err();
             assert!(
                 e.to_string()

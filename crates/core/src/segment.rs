@@ -458,6 +458,21 @@ impl SegmentedBuffer {
         Self::split_buffer(BytesMut::with_capacity(lens.iter().sum()), &lens)
     }
 
+    /// As `split`, for lengths that come from outside (ranges a caller asked for): memory
+    /// the machine cannot give is an error, not an abort.
+    pub fn try_split(lens: &[usize]) -> Result<Vec<Segment>, SegmentError> {
+        let total = lens.iter().try_fold(0usize, |a, &l| a.checked_add(l));
+        let fail = || SegmentError::Allocation {
+            len: lens.iter().map(|&l| l as u64).fold(0, u64::saturating_add),
+        };
+        let total = total.ok_or_else(fail)?;
+        // As `Segment::try_exact`: BytesMut aborts on a failed allocation, a Vec reports it.
+        Vec::<u8>::new()
+            .try_reserve_exact(total)
+            .map_err(|_| fail())?;
+        Ok(Self::split_buffer(BytesMut::with_capacity(total), lens))
+    }
+
     /// As `split`, over caller-provided memory (e.g. from a buffer pool).
     pub fn split_buffer(mut buf: BytesMut, lens: &[usize]) -> Vec<Segment> {
         buf.clear();

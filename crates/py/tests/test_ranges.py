@@ -40,6 +40,9 @@ def test_a_range_past_the_end_names_itself_and_the_size(server, client, prefix):
     uri, _ = _object(server, f"{prefix}obj", 100)
     with pytest.raises(ValueError, match=r"150\.\.160 starts at or past the end .*\(100 bytes\)"):
         client.get_ranges(uri, [(0, 10), (150, 160)])
+    # Too large to hold: refused before any request, never an abort.
+    with pytest.raises(ValueError, match="cannot allocate"):
+        client.get_ranges(uri, [(0, 1 << 62)])
 
 
 def test_ranges_of_a_pinned_version_refuse_another(server, client, prefix):
