@@ -188,7 +188,7 @@ where
     }
     let mut pieces = fetch(&get, &plan, opts.if_match.as_deref()).await?;
     if opts.if_match.is_none()
-        && let Some(first) = etags_disagree(&pieces)
+        && let Some(first) = version_in_doubt(&plan, &pieces)
     {
         // Another version was written while the pieces were in flight: read them all again,
         // of the version the first answer named (a further change is then a 412, an error).
@@ -270,16 +270,21 @@ where
         .collect())
 }
 
-/// The first piece's ETag when another piece names another version.
-fn etags_disagree(pieces: &[Vec<Piece>]) -> Option<String> {
-    let mut etags = pieces
+/// The first piece's ETag when the answers may be of two versions: another piece names
+/// another ETag, or a piece was refused as past the end (a 416 carries no ETag) below a size
+/// another answer gave.
+fn version_in_doubt(plan: &RangesPlan, pieces: &[Vec<Piece>]) -> Option<String> {
+    let answers = || pieces.iter().flatten().filter_map(Option::as_ref);
+    let mut etags = answers().filter_map(|(_, info)| info.etag.as_deref());
+    let first = etags.next()?;
+    let largest = answers().filter_map(|(_, info)| info.object_size).max();
+    let refused_inside = plan
+        .pieces
         .iter()
         .flatten()
-        .filter_map(|p| p.as_ref().and_then(|(_, info)| info.etag.as_deref()));
-    let first = etags.next()?;
-    etags
-        .any(|e| !same_etag(e, first))
-        .then(|| first.to_owned())
+        .zip(pieces.iter().flatten())
+        .any(|(r, p)| p.is_none() && largest.is_some_and(|size| r.start() < size));
+    (refused_inside || etags.any(|e| !same_etag(e, first))).then(|| first.to_owned())
 }
 
 /// The object's size, as every answer that gave one agrees; a piece past the end must lie

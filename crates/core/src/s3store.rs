@@ -567,6 +567,32 @@ mod tests {
         }
 
         #[tokio::test(start_paused = true)]
+        async fn a_416_from_a_shorter_new_version_is_a_change_not_an_end() {
+            // One request at a time, 10 ms each: the 1,000-byte object becomes 100 bytes
+            // between the first piece (which sees 1,000) and the second (a 416, no ETag).
+            let mut cfg = testing::config();
+            cfg.max_connections = 1;
+            cfg.concurrency = Concurrency::Fixed;
+            let store = std::sync::Arc::new(S3Store::over(
+                MemoryWire::new(cfg).with_latency(Duration::from_millis(10)),
+            ));
+            store.wire().insert(&uri(), data(1_000));
+            let read = {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .get_ranges_with(&uri(), &[0..10, 500..510], &opts(0, 256))
+                        .await
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            store.wire().insert(&uri(), data(100));
+            let e = read.await.unwrap().unwrap_err();
+            assert!(e.to_string().contains("changed"), "{e}");
+            assert_eq!(store.wire().calls(Op::GetObject), 3, "read again, pinned");
+        }
+
+        #[tokio::test(start_paused = true)]
         async fn pieces_of_two_versions_are_never_joined() {
             // One request at a time, 10 ms each: the object is replaced between the first
             // piece and the second.

@@ -180,7 +180,10 @@ fn aio_delete<'py>(py: Python<'py>, client: &Client, uri: &str) -> PyResult<Boun
 
 /// The listing's next entries as they arrive (a page's worth at most); `[]` at its end.
 #[pyfunction]
-fn aio_list_next<'py>(py: Python<'py>, listing: &Listing) -> PyResult<Bound<'py, PyAny>> {
+fn aio_list_next<'py>(
+    py: Python<'py>,
+    mut listing: PyRefMut<'py, Listing>,
+) -> PyResult<Bound<'py, PyAny>> {
     let call = listing.next_batch_call()?;
     awaitable(py, call, |py, batch| {
         batch

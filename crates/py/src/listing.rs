@@ -118,8 +118,25 @@ impl Listing {
 impl Listing {
     /// The next entries as they arrive, at most a page's worth (`AHEAD`); none at the end.
     /// An error ends the batch it is in: entries before it come first, it comes next.
-    pub(crate) fn next_batch_call(&self) -> PyResult<crate::runtime::Call<Vec<ListEntry>>> {
+    pub(crate) fn next_batch_call(&mut self) -> PyResult<crate::runtime::Call<Vec<ListEntry>>> {
         check_owner(self.owner, "sluice.Listing")?;
+        if !self.ready.is_empty() {
+            // What the blocking iterator received and has not handed out comes first.
+            let mut entries = Vec::new();
+            while let Some(e) = self.ready.pop_front() {
+                match e {
+                    Ok(e) => entries.push(e),
+                    Err(err) if entries.is_empty() => {
+                        return Ok(Box::pin(async move { Err(crate::errors::to_py(err)) }));
+                    }
+                    Err(err) => {
+                        self.ready.push_front(Err(err));
+                        break;
+                    }
+                }
+            }
+            return Ok(Box::pin(async move { Ok(entries) }));
+        }
         let rx = self.rx.clone();
         Ok(Box::pin(async move {
             let mut rx = rx.lock().await;
@@ -157,8 +174,13 @@ impl Listing {
         if ready.is_empty() {
             let rx = self.rx.clone();
             let batch = block(py, async move {
+                let mut rx = rx.lock().await;
+                // An error an async batch left for the next call (`next_batch_call`).
+                if let Some(err) = rx.failed.take() {
+                    return Ok(vec![Err(err)]);
+                }
                 let mut batch = Vec::new();
-                rx.lock().await.entries.recv_many(&mut batch, AHEAD).await;
+                rx.entries.recv_many(&mut batch, AHEAD).await;
                 Ok::<_, Error>(batch)
             })?;
             ready.extend(batch);

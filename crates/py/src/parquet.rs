@@ -258,8 +258,9 @@ async fn fetch_chunks(
     })
 }
 
-/// Row groups `rgs` of the file, restricted to `cols`, as one Arrow IPC stream (a batch per
-/// row group), decoded off the runtime's threads.
+/// Row groups `rgs` of the file, restricted to `cols`, as one Arrow IPC stream (batches of
+/// up to the largest group's rows, which may straddle groups; columns in the file's order),
+/// decoded off the runtime's threads.
 async fn read_ipc(
     store: &dyn ObjectStore,
     uri: &ObjectUri,

@@ -145,3 +145,49 @@ def test_an_awaitable_of_a_closed_loop_raises_and_never_hangs(server, prefix):
 
     with pytest.raises(RuntimeError):
         asyncio.run(asyncio.wait_for(wait(), 10))
+
+
+def test_a_writer_takes_one_call_at_a_time_and_refuses_after_a_cancel(server, prefix):
+    uri = f"s3://{server.bucket}/{prefix}w"
+    client = sluice.aio.Client(endpoint=server.endpoint)
+
+    async def main():
+        f = await client.open(uri, "wb")
+        first = asyncio.create_task(f.write(b"a" * 1000))
+        await asyncio.sleep(0)  # the first write is in flight
+        with pytest.raises(RuntimeError, match="while a write is in flight"):
+            await f.write(b"b")
+        await first
+        server.inject("latency", count=1, seconds=30.0)
+        closing = asyncio.create_task(f.close())
+        await asyncio.sleep(0.2)
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        server.clear_faults()
+        with pytest.raises(RuntimeError, match="after a cancelled close"):
+            await f.write(b"c")
+        await f.abort()
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.clear_faults()
+
+
+def test_a_listing_iterated_both_ways_loses_nothing(server, prefix):
+    for i in range(30):
+        server.insert(f"{prefix}{i:02}", b"x")
+    listing = sluice.Client(endpoint=server.endpoint).list_objects(
+        f"s3://{server.bucket}/{prefix}", recursive=True
+    )
+    first = next(listing)
+
+    async def rest():
+        out = []
+        while batch := await _native.aio_list_next(listing):
+            out.extend(batch)
+        return out
+
+    keys = [first.key] + [e.key for e in asyncio.run(rest())]
+    assert keys == [f"{prefix}{i:02}" for i in range(30)]

@@ -22,6 +22,7 @@ and async code in one process draw on one pool.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import os
 from typing import Any, AsyncIterator, List, Optional, Sequence, Tuple
@@ -184,20 +185,41 @@ class Reader:
 class Writer:
     """A streaming upload (``async with await open(uri, "wb") as f``): ``await f.write(b)``
     uploads parts while you produce the next; the object appears on ``close`` and not at all
-    if the block raises (``abort``)."""
+    if the block raises (``abort``). One call at a time: a write or close made while another
+    is in flight raises ``RuntimeError`` (bytes must reach the object in the order written),
+    and after a cancelled write or close only ``abort`` is accepted (what it sent is not
+    known)."""
 
     def __init__(self, writer: sluice.Writer):
         self._w = writer
+        self._busy: Optional[str] = None
+        self._cancelled: Optional[str] = None
 
     @property
     def uri(self) -> str:
         return self._w.uri
 
+    async def _one(self, what: str, start: Any) -> Any:
+        if self._cancelled is not None:
+            raise RuntimeError(f"{self.uri}: {what} after a cancelled {self._cancelled}; abort it")
+        if self._busy is not None:
+            raise RuntimeError(
+                f"{self.uri}: {what} while a {self._busy} is in flight; await it first"
+            )
+        self._busy = what
+        try:
+            return await start()
+        except asyncio.CancelledError:
+            self._cancelled = what
+            raise
+        finally:
+            self._busy = None
+
     async def write(self, data: Any) -> int:
-        return await _native.aio_write(self._w, data)
+        return await self._one("write", lambda: _native.aio_write(self._w, data))
 
     async def close(self) -> WriteResult:
-        return await _native.aio_close(self._w)
+        return await self._one("close", lambda: _native.aio_close(self._w))
 
     async def abort(self) -> None:
         await _native.aio_abort(self._w)

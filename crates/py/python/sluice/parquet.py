@@ -37,7 +37,9 @@ def read_ipc(
     client: Optional[Client] = None,
 ) -> Object:
     """The selected row groups (all when None) restricted to ``columns`` (leaf indices or
-    dotted names; all when None) as an Arrow IPC stream, one record batch per row group.
+    dotted names; all when None) as an Arrow IPC stream: the rows in row-group order, in
+    record batches of up to the largest group's rows (a batch may straddle two groups), the
+    columns in the file's order.
     ``coalesce``: read through gaps of at most this many bytes between chunks (None: only
     within a tenth of the bytes selected)."""
     cols = None if columns is None else list(columns)
