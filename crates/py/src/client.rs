@@ -400,6 +400,18 @@ impl Client {
     }
 }
 
+/// A client dropped in a forked child (fsspec's fork hook clears its cache of file systems,
+/// and with it their clients) leaks its store: the store's connections and tasks belong to
+/// the parent's runtime, whose threads do not exist in the child, and dropping them wakes
+/// that runtime's scheduler, whose lock a parent thread may have held at the fork.
+impl Drop for Client {
+    fn drop(&mut self) {
+        if std::process::id() != self.owner {
+            std::mem::forget(self.store.clone());
+        }
+    }
+}
+
 /// The calls behind `Client`'s methods, shared by the blocking API and `sluice.aio`.
 impl Client {
     pub(crate) fn get_call(&self, uri: &str) -> PyResult<Call<Bytes>> {
