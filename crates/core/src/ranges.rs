@@ -23,8 +23,8 @@ use std::num::NonZeroU64;
 use std::ops::Range;
 
 /// Ranges at most this far apart are read as one: object_store's
-/// `OBJECT_STORE_COALESCE_DEFAULT`, about what one more request costs in bytes against
-/// S3 (a first-byte latency of tens of milliseconds at tens of MB/s per connection).
+/// `OBJECT_STORE_COALESCE_DEFAULT`, about what one more request costs in bytes against S3
+/// (its first-byte latency times one connection's rate).
 pub const DEFAULT_COALESCE: u64 = 1 << 20;
 
 /// How [`ObjectStoreExt::get_ranges_with`](crate::ObjectStoreExt::get_ranges_with) reads.

@@ -566,10 +566,13 @@ mod tests {
             );
         }
 
-        #[tokio::test(start_paused = true)]
-        async fn a_416_from_a_shorter_new_version_is_a_change_not_an_end() {
-            // One request at a time, 10 ms each: the 1,000-byte object becomes 100 bytes
-            // between the first piece (which sees 1,000) and the second (a 416, no ETag).
+        /// Reads `ranges` of a 1,000-byte object one request at a time, 10 ms each, while
+        /// the object is replaced by `new` between the first piece and the second: the
+        /// call's outcome and the GETs sent.
+        async fn replaced_between_pieces(
+            ranges: &[std::ops::Range<u64>],
+            new: Bytes,
+        ) -> (crate::Result<Vec<Bytes>>, u32) {
             let mut cfg = testing::config();
             cfg.max_connections = 1;
             cfg.concurrency = Concurrency::Fixed;
@@ -579,45 +582,34 @@ mod tests {
             store.wire().insert(&uri(), data(1_000));
             let read = {
                 let store = store.clone();
-                tokio::spawn(async move {
-                    store
-                        .get_ranges_with(&uri(), &[0..10, 500..510], &opts(0, 256))
-                        .await
-                })
+                let ranges = ranges.to_vec();
+                tokio::spawn(
+                    async move { store.get_ranges_with(&uri(), &ranges, &opts(0, 256)).await },
+                )
             };
             tokio::time::sleep(Duration::from_millis(15)).await;
-            store.wire().insert(&uri(), data(100));
-            let e = read.await.unwrap().unwrap_err();
+            store.wire().insert(&uri(), new);
+            (read.await.unwrap(), store.wire().calls(Op::GetObject))
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_416_from_a_shorter_new_version_is_a_change_not_an_end() {
+            // The first piece sees 1,000 bytes, the second a 416 (no ETag) from 100.
+            let (got, calls) = replaced_between_pieces(&[0..10, 500..510], data(100)).await;
+            let e = got.unwrap_err();
             assert!(e.to_string().contains("changed"), "{e}");
-            assert_eq!(store.wire().calls(Op::GetObject), 3, "read again, pinned");
+            assert_eq!(calls, 3, "read again, pinned");
         }
 
         #[tokio::test(start_paused = true)]
         async fn pieces_of_two_versions_are_never_joined() {
-            // One request at a time, 10 ms each: the object is replaced between the first
-            // piece and the second.
-            let mut cfg = testing::config();
-            cfg.max_connections = 1;
-            cfg.concurrency = Concurrency::Fixed;
-            let store = std::sync::Arc::new(S3Store::over(
-                MemoryWire::new(cfg).with_latency(Duration::from_millis(10)),
-            ));
-            store.wire().insert(&uri(), data(1_000));
-            let read = {
-                let store = store.clone();
-                tokio::spawn(async move {
-                    store
-                        .get_ranges_with(&uri(), &[0..100, 500..600], &opts(0, 256))
-                        .await
-                })
-            };
-            tokio::time::sleep(Duration::from_millis(15)).await;
-            store.wire().insert(&uri(), Bytes::from(vec![1u8; 1_000]));
-            let e = read.await.unwrap().unwrap_err();
+            let (got, calls) =
+                replaced_between_pieces(&[0..100, 500..600], Bytes::from(vec![1u8; 1_000])).await;
+            let e = got.unwrap_err();
             assert!(matches!(e, Error::Integrity { .. }), "{e}");
             // Read again pinned to the first answer's version, which is gone: the first
             // piece's 412 ends the call before the second is sent again.
-            assert_eq!(store.wire().calls(Op::GetObject), 3);
+            assert_eq!(calls, 3);
         }
     }
 }
