@@ -141,14 +141,18 @@ async fn uri_dataset_learns_sizes_from_the_first_range(backend: &'static str) {
     let set: BTreeSet<ObjectUri> = got.iter().map(|o| o.uri.clone()).collect();
     assert_eq!(set, uris.iter().cloned().collect(), "{backend}");
     assert_eq!(server.faults().heads(), 0, "{backend}: no HEAD round trips");
-    // empty: 416 then a plain GET (2); 10 B and 256 KiB: one ranged GET each; 3 MiB+1: 13
-    // ranges. objectstore asks a whole object as `bytes=0-` (so that object_store checks
-    // Content-Range), which an empty object answers 416 too: one more request for it.
+    // empty: 416 then a plain GET (2); 10 B and 256 KiB: one ranged GET each. objectstore
+    // asks a whole object as `bytes=0-` (so that object_store checks Content-Range), which
+    // an empty object answers 416 too: one more request for it. 3 MiB+1 in 256 KiB ranges:
+    // 13 when its read begins before any size is known; 10 when a smaller object's size is
+    // known by then, as its first range then asks for all an unsplit object may hold (the
+    // 1 MiB threshold), leaving 2 MiB+1 (9 ranges). The objects start together, so either.
     let empty_extra = u64::from(backend == "objectstore");
-    assert_eq!(
-        server.faults().requests(),
-        2 + 1 + 1 + 13 + empty_extra,
-        "{backend}"
+    let small = 2 + 1 + 1 + empty_extra;
+    let requests = server.faults().requests();
+    assert!(
+        requests == small + 13 || requests == small + 10,
+        "{backend}: {requests} requests"
     );
 
     // Splitting off: one plain GET per object, whatever its size.
