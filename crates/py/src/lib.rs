@@ -33,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<object::BytesView>()?;
     m.add_class::<compress::ZstdEncoder>()?;
     m.add_function(wrap_pyfunction!(object::bytes_view, m)?)?;
+    m.add_function(wrap_pyfunction!(object::empty_view, m)?)?;
     m.add_class::<loader::Dataset>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<testing::TestServer>()?;

@@ -109,6 +109,16 @@ pub fn bytes_view(py: Python<'_>, obj: &Bound<'_, Object>) -> PyResult<Py<BytesV
     Py::new(py, init)
 }
 
+/// An empty `BytesView` named `uri`: s3dlio 0.10's `get_range(uri, offset, 0)`, answered
+/// without a request.
+#[pyfunction]
+pub fn empty_view(py: Python<'_>, uri: String) -> PyResult<Py<BytesView>> {
+    Py::new(
+        py,
+        PyClassInitializer::from(Object::new(uri, Bytes::new())).add_subclass(BytesView),
+    )
+}
+
 #[pymethods]
 impl Object {
     /// The object's `s3://bucket/key`.

@@ -61,7 +61,10 @@ def test_get_get_range_and_get_many(server, prefix):
     assert obj.memoryview().readonly and obj.memoryview().nbytes == 5000
     assert len(s3dlio.get_range(uris[0], 4000)) == 1000
     assert bytes(s3dlio.get_range(uris[0], offset=10, length=10)) == pattern(key0, 20)[10:]
-    assert len(s3dlio.get_range(uris[0], 4000, 0)) == 1000, "length 0 reads to the end, as s3dlio"
+    gets = server.gets
+    empty = s3dlio.get_range(uris[0], 4000, 0)
+    assert len(empty) == 0 and isinstance(empty, s3dlio.BytesView), "length 0: no bytes (0.10)"
+    assert server.gets == gets, "and no request"
     pairs = s3dlio.get_many(list(reversed(uris)), max_in_flight=2)
     assert [u for u, _ in pairs] == list(reversed(uris)), "(uri, data) in input order"
     for uri, data in pairs:
@@ -70,47 +73,50 @@ def test_get_get_range_and_get_many(server, prefix):
 
 def test_list_follows_s3dlio_rules(server, prefix):
     base = f"s3://{server.bucket}/{prefix}"
-    for key in [
-        "img_1.npz",
-        "img_10.npz",
-        "img_2.npz",
-        "x_img_1.bin",
-        "sub/img_1.npz",
-        "sub/deep/a",
-    ]:
+    keys = ["dir", "dir/a", "dir/b", "dir/sub/c", "dir2/x", "dirx", "img_1.npz", "img_10.npz"]
+    for key in keys:
         server.insert(prefix + key, b"abc")
-    assert s3dlio.list(base, recursive=True) == sorted(
-        base + k
-        for k in [
-            "img_1.npz",
-            "img_10.npz",
-            "img_2.npz",
-            "x_img_1.bin",
-            "sub/img_1.npz",
-            "sub/deep/a",
-        ]
-    )
+    assert s3dlio.list(base, recursive=True) == sorted(base + k for k in keys)
     # Not recursive: sub-prefixes as URIs ending in "/".
     assert s3dlio.list(base) == [
-        base + k for k in ["img_1.npz", "img_10.npz", "img_2.npz", "sub/", "x_img_1.bin"]
+        base + k for k in ["dir", "dir/", "dir2/", "dirx", "img_1.npz", "img_10.npz"]
     ]
-    # No trailing slash: the last part is a regular expression searched below the prefix.
-    assert s3dlio.list(base + "img_1", recursive=True) == [
-        base + k for k in ["img_1.npz", "img_10.npz", "sub/img_1.npz", "x_img_1.bin"]
+    assert s3dlio.list(base + "dir/") == [base + k for k in ["dir/a", "dir/b", "dir/sub/"]]
+    # No trailing slash (s3dlio 0.10): an exact name, the object and what lies below name/...
+    assert s3dlio.list(base + "dir") == [base + "dir", base + "dir/"]
+    assert s3dlio.list(base + "dir", recursive=True) == [
+        base + k for k in ["dir", "dir/a", "dir/b", "dir/sub/c"]
     ]
-    assert s3dlio.list(base + "img_[2]", recursive=True) == [base + "img_2.npz"]
+    assert s3dlio.list(base + "dir/a") == [base + "dir/a"]
+    # ...never a bare prefix...
+    assert s3dlio.list(base + "di") == [] and s3dlio.list(base + "img_1") == []
+    assert s3dlio.list(base + "dir/s", recursive=True) == []
+    # ...or a glob over its directory: `*` within a level, `**` across.
+    assert s3dlio.list(base + "dir*", recursive=True) == [base + "dir", base + "dirx"]
+    assert s3dlio.list(base + "img_?.npz") == [base + "img_1.npz"]
+    assert s3dlio.list(base + "dir/**") == [base + k for k in ["dir/a", "dir/b", "dir/sub/c"]]
     # pattern: searched in the URI relative to `uri`, so anchors work.
     assert s3dlio.list(base, recursive=True, pattern=r"^img_1") == [
         base + "img_1.npz",
         base + "img_10.npz",
     ]
-    assert s3dlio.list(base, recursive=True, pattern=r"^sub/") == [
-        base + "sub/deep/a",
-        base + "sub/img_1.npz",
+    assert s3dlio.list(base, recursive=True, pattern=r"^dir/") == [
+        base + k for k in ["dir/a", "dir/b", "dir/sub/c"]
     ]
     assert s3dlio.list(base + "nothing-here/") == []
     with pytest.raises(RuntimeError, match="regular expression|unterminated|missing"):
         s3dlio.list(base, pattern="[")
+
+
+def test_version_and_mkdir_are_s3dlio_010s(server, prefix, tmp_path):
+    assert s3dlio.__version__ == "0.10.0"
+    before = server.requests
+    assert s3dlio.mkdir(f"s3://{server.bucket}/{prefix}newdir/") is None
+    assert server.requests == before, "no marker object on S3"
+    s3dlio.mkdir(f"file://{tmp_path}/a/b")
+    assert (tmp_path / "a" / "b").is_dir()
+    with pytest.raises(RuntimeError, match="not-a-uri"):
+        s3dlio.mkdir("not-a-uri")
 
 
 def test_local_files_through_the_same_calls(tmp_path):
@@ -171,18 +177,24 @@ def test_exists_is_false_on_any_error(server, prefix):
     assert not s3dlio.exists("gs://bucket/unsupported-scheme")
 
 
-def test_delete_single_prefix_and_glob(server, prefix):
+def test_delete_is_exact_unless_recursive(server, prefix):
     base = f"s3://{server.bucket}/{prefix}"
-    for key in ["a.npz", "b.npz", "c.txt", "sub/d.npz"]:
+    for key in ["a.npz", "b.npz", "c.txt", "sub/d.npz", "sub2/e"]:
         server.insert(prefix + key, b"x")
     s3dlio.delete(base + "missing-is-fine")
+    # Not recursive (s3dlio 0.10): exactly one key; `/`, `*` and `?` are part of it.
     s3dlio.delete(base + "*.npz")
-    assert s3dlio.list(base, recursive=True) == [base + "c.txt", base + "sub/d.npz"]
+    s3dlio.delete(base + "sub/")
+    assert len(s3dlio.list(base, recursive=True)) == 5
     s3dlio.delete(base + "c.txt")
-    assert s3dlio.list(base, recursive=True) == [base + "sub/d.npz"]
-    server.insert(prefix + "sub2/e", b"x")
-    s3dlio.delete(base + "sub", recursive=True)  # no slash: sub/ only, not sub2/
+    assert base + "c.txt" not in s3dlio.list(base, recursive=True)
+    # Recursive: a glob's matches within its directory...
+    s3dlio.delete(base + "*.npz", recursive=True)
+    assert s3dlio.list(base, recursive=True) == [base + "sub/d.npz", base + "sub2/e"]
+    # ...a name and what lies below name/, not its sibling sub2/...
+    s3dlio.delete(base + "sub", recursive=True)
     assert s3dlio.list(base, recursive=True) == [base + "sub2/e"]
+    # ...a directory's contents.
     s3dlio.delete(base, recursive=True)
     assert s3dlio.list(base, recursive=True) == []
 

@@ -65,6 +65,7 @@ __all__ = [
     "_next_log",
     "parquet_row_groups",
     "bytes_view",
+    "empty_view",
     "parquet_get_rg",
     "parquet_read",
     "parquet_cache_invalidate",
@@ -125,6 +126,7 @@ class BytesView(Object):
     """s3dlio's name for a zero-copy result (``sluice.compat.s3dlio``): an ``Object``."""
 
 def bytes_view(obj: Object) -> BytesView: ...
+def empty_view(uri: str) -> BytesView: ...
 
 @final
 class ZstdEncoder:

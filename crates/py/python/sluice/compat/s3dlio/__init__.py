@@ -11,12 +11,16 @@ the alias (nothing is installed under the name ``s3dlio``)::
     python -m sluice.compat.alias -m dlio_benchmark.main workload=unet3d ...
     sluice-dlio workload=unet3d ...
 
-Behaviour follows s3dlio 0.9.106 where programs depend on it: ``get_many`` returns
-``(uri, data)`` pairs in input order; ``list`` splits the URI at its last ``/`` into a prefix
-and a regular expression searched in the rest of each key, and ``pattern`` is searched in
-each URI relative to ``uri``; ``exists`` is False on any error; ``stat`` has s3dlio's 16 keys;
-every error is a ``RuntimeError`` (the classes below also keep their Python meaning, so
-``except FileNotFoundError`` works too). Schemes: ``s3://``, ``file://``, ``direct://``.
+Behaviour follows s3dlio 0.10.0 (``__version__``, the API served), which DLIO's v3 snapshot
+installs: ``get_many`` returns ``(uri, data)`` pairs in input order; ``list`` of a URI not
+ending in ``/`` selects an exact name (and what lies below ``name/``) or a glob, never a bare
+prefix, and ``pattern`` is searched in each URI relative to ``uri``; ``delete`` without
+``recursive`` deletes exactly one key; ``get_range(uri, offset, 0)`` is empty; ``exists`` is
+False on any error; ``stat`` has s3dlio's 16 keys; every error is a ``RuntimeError`` (the
+classes below also keep their Python meaning, so ``except FileNotFoundError`` works too).
+Unlike 0.10, ``MultipartUploadWriter.write`` copies what it is given before it returns, so a
+caller may refill its buffer at once (mlpstorage's checkpoint writers do). Schemes:
+``s3://``, ``file://``, ``direct://``.
 
 Configuration is read when the first call is made (DLIO sets variables after importing):
 AWS_ENDPOINT_URL (s3dlio's variable; before AWS_ENDPOINT_URL_S3), S3DLIO_MAX_RETRY_ATTEMPTS
@@ -28,6 +32,8 @@ S3DLIO_ENABLE_RANGE_OPTIMIZATION (0/false/no/off/disable(d) turn that off), S3DL
 """
 
 from __future__ import annotations
+
+__version__ = "0.10.0"
 
 # One private module per concern; every name is served from here. Private names that tests
 # reach through this module: `_clients` is the client cache itself (cleared to make a new
@@ -63,6 +69,7 @@ from ._objects import (
     get_many,
     get_range,
     list,
+    mkdir,
     put_bytes,
     put_bytes_async,
     put_many,
@@ -113,6 +120,7 @@ __all__ = [
     "get_range",
     "get_many",
     "list",
+    "mkdir",
     "stat",
     "exists",
     "put_bytes",

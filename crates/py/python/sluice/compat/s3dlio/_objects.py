@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from datetime import datetime, timezone
@@ -32,8 +31,13 @@ def get(uri: str) -> BytesView:
 
 @_errors
 def get_range(uri: str, offset: int, length: Optional[int] = None) -> BytesView:
-    """``length`` bytes from ``offset``; to the end when ``length`` is None or 0 (as s3dlio)."""
-    return _view(_client().get_range(uri, offset, length or None))
+    """``length`` bytes from ``offset``; to the end when ``length`` is None. ``length`` 0 is
+    no bytes and no request (s3dlio 0.10; 0.9 read to the end, so a stray 0 could download
+    the rest of a large object)."""
+    if length == 0:
+        _client()  # a bad configuration still fails here
+        return _native.empty_view(uri)
+    return _view(_client().get_range(uri, offset, length))
 
 
 @_errors
@@ -123,21 +127,16 @@ def put_many_async(
     return asyncio.get_running_loop().run_in_executor(None, put_many, items, max_in_flight)
 
 
-def _split_prefix(uri: str) -> Tuple[str, str]:
-    """s3dlio's listing rule: up to the last ``/`` is the prefix; the rest is a regular
-    expression searched in each key below it. A local path naming a directory (or an S3 URI
-    of a bare bucket) is that whole directory."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        raise InvalidArgumentError(
-            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
-        )
-    if scheme == "s3" and "/" not in rest:
-        return uri + "/", ""
-    if scheme in ("file", "direct") and not rest.endswith("/") and os.path.isdir(rest):
-        return uri + "/", ""
-    cut = uri.rfind("/") + 1
-    return uri[:cut], uri[cut:]
+def _is_glob(part: str) -> bool:
+    return "*" in part or "?" in part
+
+
+def _glob_regex(glob: str) -> "re.Pattern[str]":
+    """A glob over a key's rest: ``**`` crosses ``/``, ``*`` and ``?`` do not."""
+    out = []
+    for tok in re.split(r"(\*\*|\*|\?)", glob):
+        out.append({"**": ".*", "*": "[^/]*", "?": "[^/]"}.get(tok) or re.escape(tok))
+    return re.compile("".join(out) + r"\Z")
 
 
 def _regex(text: str, what: str) -> "re.Pattern[str]":
@@ -149,16 +148,42 @@ def _regex(text: str, what: str) -> "re.Pattern[str]":
         ) from None
 
 
+def _select(uri: str, recursive: bool) -> List[str]:
+    """s3dlio 0.10's listing rule. A URI ending in ``/`` (or a bare bucket, or a local
+    directory) lists below it. Otherwise its last part is an exact name, selecting the
+    object of that name and what lies below ``name/`` (as one ``name/`` entry unless
+    recursive), or a glob over the keys of its directory. Never a bare prefix: ``.../di``
+    does not select ``dir``."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise InvalidArgumentError(
+            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
+        )
+    client = _client()
+    local = scheme in ("file", "direct")
+    if uri.endswith("/") or (scheme == "s3" and "/" not in rest) or (local and os.path.isdir(rest)):
+        return client.list(uri if uri.endswith("/") else uri + "/", recursive)
+    cut = uri.rfind("/") + 1
+    parent, last = uri[:cut], uri[cut:]
+    if _is_glob(last):
+        rx = _glob_regex(last)
+        return [
+            e
+            for e in client.list(parent, recursive or "**" in last)
+            if not e.endswith("/") and rx.match(e[cut:])
+        ]
+    if local:
+        return [uri] if os.path.isfile(rest) else []
+    # The keys that begin with the name: the name itself, and below `name/`.
+    return [e for e in client.list(uri, recursive) if e == uri or e.startswith(uri + "/")]
+
+
 @_errors
 def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> List[str]:  # noqa: A001
-    """Full URIs under ``uri``, sorted. Without ``recursive``, sub-prefixes come as URIs
-    ending in ``/``. The part of ``uri`` after its last ``/`` and ``pattern`` are regular
-    expressions, searched in each key relative to the prefix and to ``uri`` respectively."""
-    base, tail = _split_prefix(uri)
-    entries = _client().list(base, recursive)
-    if tail:
-        rx = _regex(tail, "the last part of the URI")
-        entries = [e for e in entries if e.endswith("/") or rx.search(e[len(base) :])]
+    """Full URIs selected by ``uri`` (s3dlio 0.10's rule: ``_select``), sorted. Without
+    ``recursive``, sub-prefixes come as URIs ending in ``/``. ``pattern`` is a regular
+    expression searched in each URI relative to ``uri``."""
+    entries = _select(uri, recursive)
     if pattern is not None:
         prx = _regex(pattern, "pattern")
         root = uri if uri.endswith("/") else uri + "/"
@@ -168,28 +193,31 @@ def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> Li
 
 @_errors
 def delete(uri: str, recursive: bool = False) -> None:
-    """Deletes the object; with ``recursive``, a URI ending in ``/`` or a glob (``*``, ``?``
-    in the last part), every object it matches. Missing objects are not an error."""
+    """Without ``recursive``, deletes exactly the object ``uri`` names (``/``, ``*`` and ``?``
+    are part of the key, as in s3dlio 0.10; 0.9 expanded them). With it, every object
+    ``list(uri, recursive=True)`` selects: a name and what lies below ``name/`` (never its
+    siblings ``name2``), a directory's contents, or a glob's matches. Missing objects are
+    not an error."""
     client = _client()
-    last = uri[uri.rfind("/") + 1 :]
-    if not (recursive or uri.endswith("/") or "*" in last or "?" in last):
+    if not recursive:
         client.delete(uri)
         return
-    if recursive and not uri.endswith("/") and "*" not in last and "?" not in last:
-        # A "directory" named without its slash: it and what is below it, not its siblings
-        # that share the prefix (p2/ for p).
-        client.delete(uri)
-        uri += "/"
-        last = ""
-    base = uri[: uri.rfind("/") + 1]
-    matches = fnmatch.fnmatchcase if ("*" in last or "?" in last) else None
-    for u in client.list(base if matches else uri, True):
-        if u.endswith("/"):
-            continue
-        rel = u[len(base) :]
-        # A glob matches within its directory, as in a shell: `*` does not cross `/`.
-        if matches is None or ("/" not in rel and matches(rel, last)):
+    for u in _select(uri, True):
+        if not u.endswith("/"):
             client.delete(u)
+
+
+@_errors
+def mkdir(uri: str) -> None:
+    """s3dlio 0.10's: nothing on ``s3://`` (no marker object); the directory and its parents
+    for ``file://`` and ``direct://``."""
+    scheme, sep, rest = uri.partition("://")
+    if scheme in ("file", "direct") and sep:
+        os.makedirs(rest, exist_ok=True)
+    elif scheme != "s3" or not sep:
+        raise InvalidArgumentError(
+            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
+        )
 
 
 _STAT_KEYS = (
