@@ -1,7 +1,9 @@
 # Sourced by scripts/dlio-e2e and scripts/mlpstorage-e2e (after `cd` to the repository, with
-# DLIO_SRC and OUT set): finds Python 3.12, installs MPI, DLIO, the real s3dlio and sluice's
-# wheel into VENV, writes the stand-in s3dlio, starts `sluice serve` on CPU 0 (SERVER, stopped
-# on exit) and defines the helpers both scripts use. ME names the script in messages.
+# DLIO_SRC and OUT set): finds Python 3.12, installs MPI, DLIO, the real s3dlio (S3DLIO_VERSION,
+# and 0.9.106 beside it), s3torchconnector, minio and sluice's wheel into VENV, writes the
+# stand-in s3dlio, defines the helpers both scripts use and starts `sluice serve` on CPU 0
+# (SERVER, stopped on exit; `start_server ARGS...` and `stop_server` start it afresh, as
+# dlio-e2e does per run; NO_SERVER=1: not at setup). ME names the script in messages.
 # `command -v python3.12` may name a pyenv shim that refuses to run: ask each candidate.
 if [ -z "${PY:-}" ]; then
   for c in python3.12 "$HOME/.pyenv/versions/3.12.1/bin/python3.12" /usr/bin/python3.12; do
@@ -10,7 +12,8 @@ if [ -z "${PY:-}" ]; then
 fi
 [ -n "${PY:-}" ] || { echo "$ME: DLIO needs Python 3.12; set PY" >&2; exit 1; }
 VENV=$(realpath -m "${VENV:-target/dlio-venv}")
-S3DLIO_VERSION=${S3DLIO_VERSION:-0.9.106}
+S3DLIO_VERSION=${S3DLIO_VERSION:-0.10.0}
+S3DLIO_OLD=0.9.106 # the version DLIO f6796ed was tested with, beside the current one
 PORT=9020 BUCKET=dlio-bench AK=sluice-test-access SK=sluice-test-secret
 mkdir -p "$OUT"
 export PIP_NO_CACHE_DIR=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -28,9 +31,14 @@ if [ ! -x "$VENV/bin/python" ]; then
     "dgen-py>=0.2.4" pyarrow "pydftracer>=2.0.2" torch mpi4py "maturin>=1.9,<2"
   "$VENV/bin/pip" install -q --no-deps -e "$DLIO_SRC"
 fi
-if [ ! -d "$VENV/s3dlio-site/s3dlio" ]; then
-  "$VENV/bin/pip" install -q --no-deps --only-binary=:all: --target "$VENV/s3dlio-site" "s3dlio==$S3DLIO_VERSION"
-fi
+# The other libraries DLIO offers (storage_library): in the venv, imported only when chosen.
+"$VENV/bin/python" -c 'import s3torchconnector, minio' 2>/dev/null ||
+  "$VENV/bin/pip" install -q "s3torchconnector==1.5.0" "minio==7.2.20"
+for v in "$S3DLIO_VERSION" "$S3DLIO_OLD"; do
+  if [ ! -d "$VENV/s3dlio-$v/s3dlio" ]; then
+    "$VENV/bin/pip" install -q --no-deps --only-binary=:all: --target "$VENV/s3dlio-$v" "s3dlio==$v"
+  fi
+done
 if [ -z "${SKIP_BUILD:-}" ]; then
   rm -rf "$OUT/wheels" # one wheel to install, whatever earlier builds left
   echo "$ME: building sluice's wheel for $("$VENV/bin/python" -V) (release)" >&2
@@ -45,28 +53,49 @@ mkdir -p "$OUT/stand-in/s3dlio"
 echo 'raise ImportError("real s3dlio imported in a sluice run: the alias missed this process")' \
   > "$OUT/stand-in/s3dlio/__init__.py"
 
-# --- server on CPU 0; a port that already answers (an earlier run still going) would be
+# --- the server on CPU 0. A port that already answers (an earlier run still going) would be
 # measured instead.
-if (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null; then
-  echo "$ME: something already answers on port $PORT (an earlier run?); stop it first" >&2
-  exit 1
-fi
-taskset -c 0 target/release/sluice serve --no-https --addr 127.0.0.1:$PORT --bucket $BUCKET \
-  ${SERVER_PROFILE:+--profile "$SERVER_PROFILE"} --access-key $AK --secret-key $SK > "$OUT/server.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
-kill -0 $SERVER 2>/dev/null || { echo "$ME: sluice serve did not start on port $PORT:" >&2; cat "$OUT/server.log" >&2; exit 1; }
-
-# How a process gets LIB's `import s3dlio`: PP, its PYTHONPATH, and ALIAS, the arguments
-# that go before the program (`-m MODULE` or `-c CODE`).
-library() { # LIB
-  if [ "$1" = s3dlio ]; then
-    PP=$VENV/s3dlio-site ALIAS=()
-  else
-    PP=$OUT/stand-in ALIAS=(-m sluice.compat.alias)
+start_server() { # ARGS... (after the common ones)
+  if (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null; then
+    echo "$ME: something already answers on port $PORT (an earlier run?); stop it first" >&2
+    exit 1
   fi
+  taskset -c 0 target/release/sluice serve --no-https --addr 127.0.0.1:$PORT --bucket $BUCKET \
+    ${SERVER_PROFILE:+--profile "$SERVER_PROFILE"} --access-key $AK --secret-key $SK "$@" \
+    > "$OUT/server.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 300); do
+    grep -q '^ready' "$OUT/server.log" 2>/dev/null && return 0
+    kill -0 $SERVER 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$ME: sluice serve did not start on port $PORT:" >&2
+  cat "$OUT/server.log" >&2
+  exit 1
 }
+stop_server() { # waits, so that --stats-json is written and the port is free
+  [ -n "${SERVER:-}" ] || return 0
+  kill "$SERVER" 2>/dev/null || true
+  wait "$SERVER" 2>/dev/null || true
+  SERVER=
+}
+trap stop_server EXIT
+[ -n "${NO_SERVER:-}" ] || start_server
+
+# How a process gets LIB: PP, its PYTHONPATH; ALIAS, the arguments that go before the program
+# (`-m MODULE` or `-c CODE`); SLIB, DLIO's storage_library. Every run but the real s3dlio's
+# has the stand-in s3dlio on its path: DLIO's npz generator uses s3dlio whenever it imports.
+library() { # LIB
+  PP=$OUT/stand-in ALIAS=() SLIB=$1
+  case $1 in
+    sluice) ALIAS=(-m sluice.compat.alias) SLIB=s3dlio ;;
+    s3dlio) PP=$VENV/s3dlio-$S3DLIO_VERSION ;;
+    s3dlio-"$S3DLIO_OLD") PP=$VENV/s3dlio-$S3DLIO_OLD SLIB=s3dlio ;;
+    s3torchconnector | minio) ;;
+    *) echo "$ME: unknown library $1" >&2; return 2 ;;
+  esac
+}
+LIBRARIES="sluice s3dlio s3dlio-$S3DLIO_OLD s3torchconnector minio"
 
 metric() { # LOG PATTERN -> the number after it, or nothing
   grep -o "$2: [0-9.]*" "$1" | awk '{print $NF}' | tail -1
