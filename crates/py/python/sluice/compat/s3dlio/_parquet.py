@@ -109,10 +109,14 @@ class PyParquetIndex:
             raise RuntimeError(f"{uri}: not indexed; call ensure_indexed first") from None
 
     def rg_for_sample(self, uri: str, sample_idx: int) -> int:
+        """The row group holding ``sample_idx``. Past the last row, the last row group, and
+        before the first, the first, as s3dlio answers: DLIO's reader probes the row just
+        past the first row group's estimated end, which for a file of one row group (flux)
+        is past the file's last row."""
         starts, _ = self._entry(uri)
-        if not 0 <= sample_idx < starts[-1]:
-            raise RuntimeError(f"{uri}: sample {sample_idx} out of range ({starts[-1]} rows)")
-        return bisect.bisect_right(starts, sample_idx) - 1
+        if len(starts) == 1:
+            raise RuntimeError(f"{uri}: the file has no row groups")
+        return min(max(bisect.bisect_right(starts, sample_idx) - 1, 0), len(starts) - 2)
 
     def rg_range(self, uri: str, rg_idx: int) -> Tuple[int, int]:
         _, ranges = self._entry(uri)
