@@ -6,7 +6,8 @@
 #   v3_spec WORKLOAD  -> "BASE override..." (Hydra, after `workload=BASE`), or fails
 #   v3_synthetic      -> the --synthetic families of `sluice serve` for the workloads whose
 #                        bytes DLIO never decodes on S3 (npz, jpeg: only their length counts)
-#   v3_rule WORKLOAD  -> "AU_RULE BATCH COMPUTATION_S" (what one accelerator needs)
+#   v3_rule WORKLOAD  -> "AU_RULE BATCH COMPUTATION_S" (what one accelerator needs; the
+#                        spec sets these three from it)
 #
 # Needs SCALE (ci|bench), BUCKET.
 
@@ -39,31 +40,32 @@ dlrm_columns() {
 
 v3_spec() {
   local d=++workload.dataset r=++workload.reader t=++workload.train o=++workload.storage.storage_options
+  local au batch step
+  read -r au batch step <<< "$(v3_rule "$1")" || return 1
+  # What every v3 workload sets from its rule: batch, computation time, AU.
+  local pace="$r.batch_size=$batch $t.computation_time=$step ++workload.metric.au=$au"
   case $1 in
     # unet3d_h100_s3 with v3's differences (stdev, computation time); read_threads 4 as v3.
     unet3d_b200) echo "unet3d_h100_s3 ++workload.model.name=unet3d_b200 $d.num_files_train=$V3_UNET3D_FILES
-      $d.record_length_bytes=146600628 $d.record_length_bytes_stdev=68341808 $r.batch_size=7
-      $r.read_threads=4 $o.prefetch_window=4 $t.computation_time=0.162 $t.epochs=$V3_EPOCHS
-      ++workload.metric.au=0.90" ;;
+      $d.record_length_bytes=146600628 $d.record_length_bytes_stdev=68341808 $pace
+      $r.read_threads=4 $o.prefetch_window=4 $t.epochs=$V3_EPOCHS" ;;
     # No jpeg S3 base in DLIO: unet3d_h100_s3 turned into retinanet_b200.
     retinanet_b200) echo "unet3d_h100_s3 ++workload.model.name=retinanet_b200 $d.format=jpeg
       $d.num_files_train=$RETINANET_FILES $d.num_samples_per_file=1 $d.record_length_bytes=322957
-      $d.record_length_bytes_stdev=0 $d.record_length_bytes_resize=0 $r.batch_size=24
-      $r.read_threads=8 $t.computation_time=0.04755 $t.epochs=$V3_EPOCHS ++workload.metric.au=0.85" ;;
+      $d.record_length_bytes_stdev=0 $d.record_length_bytes_resize=0 $pace
+      $r.read_threads=8 $t.epochs=$V3_EPOCHS" ;;
     dlrm_b200) echo "dlrm_s3dlio_s3 ++workload.model.name=dlrm_b200 $d.num_files_train=$DLRM_FILES
       $d.num_samples_per_file=4718592 $d.record_length_bytes=761 $d.compression=none
-      $d.parquet.row_group_size=6144 $d.parquet.columns=$(dlrm_columns) $r.batch_size=16384
+      $d.parquet.row_group_size=6144 $d.parquet.columns=$(dlrm_columns) $pace
       $r.prefetch_size=2 $r.read_threads=4 $r.file_shuffle=seed $t.epochs=1
-      $t.computation_time=0.000375 $t.seed_change_epoch=True ++workload.metric.au=0.70
-      ~workload.storage.storage_options.prefetch_workers" ;;
+      $t.seed_change_epoch=True ~workload.storage.storage_options.prefetch_workers" ;;
     # One row group a file (288 rows of 2,164,832 B: DLIO's default row group is 1,024 rows):
     # each row group in flight holds 594 MiB, so every library keeps one at a time.
     flux_b200) echo "dlrm_s3dlio_s3 ++workload.model.name=flux_b200 $d.num_files_train=$FLUX_FILES
       $d.num_samples_per_file=288 $d.record_length_bytes=2164832 $d.compression=none
       $d.parquet.columns=[{name:t5_encodings,dtype:float32,size:524328},{name:clip_encodings,dtype:float32,size:409},{name:mean,dtype:float32,size:8232},{name:logvar,dtype:float32,size:8232},{name:timestamp,dtype:float32,size:7}]
-      $r.batch_size=48 $r.read_threads=8 $r.prefetch_size=2 $r.file_shuffle=seed $t.epochs=1
-      $t.computation_time=1.35 $t.seed_change_epoch=True ++workload.metric.au=0.90
-      $o.prefetch_workers=1 $o.max_outstanding=1 $o.prefetch_window=1" ;;
+      $pace $r.read_threads=8 $r.prefetch_size=2 $r.file_shuffle=seed $t.epochs=1
+      $t.seed_change_epoch=True $o.prefetch_workers=1 $o.max_outstanding=1 $o.prefetch_window=1" ;;
     *) return 1 ;;
   esac
 }

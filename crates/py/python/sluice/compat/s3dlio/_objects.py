@@ -127,6 +127,17 @@ def put_many_async(
     return asyncio.get_running_loop().run_in_executor(None, put_many, items, max_in_flight)
 
 
+_SCHEMES = "expected s3://bucket/key, file:///path or direct:///path"
+
+
+def _scheme(uri: str) -> Tuple[str, str]:
+    """``uri``'s scheme and what follows ``://``; no scheme is an error naming the URI."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise InvalidArgumentError(f"invalid URI {uri!r}: {_SCHEMES}")
+    return scheme, rest
+
+
 def _is_glob(part: str) -> bool:
     return "*" in part or "?" in part
 
@@ -154,11 +165,7 @@ def _select(uri: str, recursive: bool) -> List[str]:
     object of that name and what lies below ``name/`` (as one ``name/`` entry unless
     recursive), or a glob over the keys of its directory. Never a bare prefix: ``.../di``
     does not select ``dir``."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        raise InvalidArgumentError(
-            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
-        )
+    scheme, rest = _scheme(uri)
     client = _client()
     local = scheme in ("file", "direct")
     if uri.endswith("/") or (scheme == "s3" and "/" not in rest) or (local and os.path.isdir(rest)):
@@ -211,13 +218,11 @@ def delete(uri: str, recursive: bool = False) -> None:
 def mkdir(uri: str) -> None:
     """s3dlio 0.10's: nothing on ``s3://`` (no marker object); the directory and its parents
     for ``file://`` and ``direct://``."""
-    scheme, sep, rest = uri.partition("://")
-    if scheme in ("file", "direct") and sep:
+    scheme, rest = _scheme(uri)
+    if scheme in ("file", "direct"):
         os.makedirs(rest, exist_ok=True)
-    elif scheme != "s3" or not sep:
-        raise InvalidArgumentError(
-            f"invalid URI {uri!r}: expected s3://bucket/key, file:///path or direct:///path"
-        )
+    elif scheme != "s3":
+        raise InvalidArgumentError(f"invalid URI {uri!r}: {_SCHEMES}")
 
 
 _STAT_KEYS = (
