@@ -25,25 +25,49 @@ pub struct Fetcher {
     pub pool: Arc<BufferPool>,
     /// Global cap on HTTP requests in flight across all objects.
     pub requests: Arc<Semaphore>,
-    /// The largest object this fetcher has learned the size of.
-    pub largest: Arc<Largest>,
+    /// The sizes this fetcher has learned.
+    pub sizes: Arc<SizesSeen>,
 }
 
-/// The largest size seen so far (none at first): what an object named without a size is
-/// budgeted at before its first answer tells its own.
+/// The smallest and largest sizes seen so far (none at first): what an object named without
+/// a size is guessed at before its first answer tells its own.
 #[derive(Debug, Default)]
-pub struct Largest(AtomicU64);
-
-impl Largest {
+pub struct SizesSeen {
     /// `size + 1`, so that 0 can mean none seen and an empty object still counts.
+    largest: AtomicU64,
+    /// `u64::MAX - size`, so that 0 can mean none seen (`fetch_max` on both).
+    smallest: AtomicU64,
+}
+
+impl SizesSeen {
     fn saw(&self, size: u64) {
-        self.0.fetch_max(size.saturating_add(1), Ordering::Relaxed);
+        self.largest
+            .fetch_max(size.saturating_add(1), Ordering::Relaxed);
+        self.smallest.fetch_max(u64::MAX - size, Ordering::Relaxed);
     }
 
-    fn get(&self) -> Option<u64> {
-        self.0.load(Ordering::Relaxed).checked_sub(1)
+    /// The largest size seen: a guess that fits every object seen.
+    fn largest(&self) -> Option<u64> {
+        self.largest.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Whether every size seen is within `1/UNIFORM` of the largest, so that a buffer of
+    /// the largest size wastes little on any of them. A generated dataset of one size is;
+    /// unet3d's (146.6 ± 68.3 MB) is not, and there buffers of the largest size held
+    /// twice the bytes of the objects in them (docs/mlperf.md, unet3d_b200).
+    fn uniform(&self) -> bool {
+        match (self.largest(), self.smallest.load(Ordering::Relaxed)) {
+            (Some(largest), smallest) if smallest > 0 => {
+                let smallest = u64::MAX - smallest;
+                largest - smallest <= largest / UNIFORM
+            }
+            _ => false,
+        }
     }
 }
+
+/// Sizes within `1/UNIFORM` of each other count as one (`SizesSeen::uniform`).
+const UNIFORM: u64 = 16;
 
 /// The most bytes a guessed size reserves in a buffer before its answer: the buffer grows
 /// past it where the object is larger.
@@ -85,7 +109,7 @@ impl Fetcher {
     pub(crate) fn first_piece(&self, size: Option<u64>) -> FirstPiece {
         let planner = self.planner();
         let chunk = planner.chunk_size.get();
-        match (size, self.largest.get()) {
+        match (size, self.sizes.largest()) {
             (Some(size), _) => FirstPiece {
                 bytes: size.min(chunk),
                 done: false,
@@ -159,7 +183,7 @@ impl Fetcher {
         let planner = self.planner();
         // A buffer for the size guessed where there is a guess: a chunk-sized one per small
         // object would hold a chunk of the pool each.
-        let guess = self.largest.get();
+        let guess = self.sizes.largest();
         if !planner.splits() {
             // Never split: one plain GET, whatever the size (the buffer grows to fit), whose
             // memory is covered once its size is known.
@@ -179,9 +203,15 @@ impl Fetcher {
                 attempts: info.attempts,
             });
         }
-        if let Some((guess, ranges)) = guess.and_then(|g| Some((g, planner.plan(g)?))) {
-            return self.fetch_guessed(uri, guess, &ranges, memory).await;
+        // Guessed large: all its ranges at once, where objects are of one size. Where they
+        // vary, a buffer of the largest size held each object (at 146.6 ± 68.3 MB, twice its
+        // bytes); instead the first chunk tells the size, and the rest goes into a buffer of
+        // exactly that size.
+        let large = guess.and_then(|g| Some((g, planner.plan(g)?)));
+        if let Some((guess, ranges)) = large.as_ref().filter(|_| self.sizes.uniform()) {
+            return self.fetch_guessed(uri, *guess, ranges, memory).await;
         }
+        let small_guess = guess.filter(|_| large.is_none());
         let chunk = planner.chunk_size.get();
         if memory.as_ref().is_some_and(|m| m.has_turn()) {
             // Admission covered the range size of its moment; the limit may have moved since.
@@ -190,14 +220,14 @@ impl Fetcher {
         // Guessed not to be split (DLIO's 4 MiB npy records against 4 MiB ranges): ask for
         // all an object below the threshold can hold, so that one request reads it whole.
         // A first range of one chunk took a second request for the bytes beyond it.
-        let first_len = match guess {
+        let first_len = match small_guess {
             Some(_) => planner.threshold.max(chunk),
             None => chunk,
         };
         let first = ByteRange::with_len(0, first_len).expect("chunk size is non-zero");
         // From the pool: a fresh allocation per object would be page-faulted in every time,
         // and the s3dlio-compatible loop never knows sizes.
-        let buf_len = guess.map_or(chunk, |g| g.clamp(1, first_len));
+        let buf_len = small_guess.map_or(chunk, |g| g.clamp(1, first_len));
         let mut seg = Segment::growable_in(self.pool.take_for(uri, to_usize(uri, buf_len)?)?);
         let info = match self.get_into(uri, Some(first), None, &mut seg).await {
             // S3 answers a range on an empty object with 416: read it plainly.
@@ -266,7 +296,7 @@ impl Fetcher {
     }
 
     /// Size unknown but guessed large (`guess`, the largest seen, would be cut into
-    /// `ranges`): every range goes out at once, as for an object known to be that size, and
+    /// `ranges`), all sizes seen alike: every range goes out at once, as for an object known to be that size, and
     /// the first range's answer says how large it is. Waiting for that answer before the
     /// rest went out cost each large object a round trip, with the budget's turn held
     /// through it: one object admitted per round trip. Objects of one size (a generated
@@ -427,7 +457,7 @@ impl Fetcher {
     /// An object read turned out `size` bytes: the next guess, and under a budget, room for
     /// an object of its size and no more memory held for this one than it needs.
     fn saw(&self, size: u64, memory: &mut Option<&mut Reservation>) {
-        self.largest.saw(size);
+        self.sizes.saw(size);
         if let Some(m) = memory {
             m.learned(size);
         }
@@ -624,4 +654,61 @@ fn to_usize(uri: &ObjectUri, size: u64) -> Result<usize> {
             format!("object of {size} bytes does not fit in memory"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::S3Store;
+    use sluice_core::testing::{self, MemoryWire};
+    use std::num::NonZeroU64;
+
+    const MIB: usize = 1 << 20;
+
+    /// Objects named without sizes, read one after another, whose sizes vary (unet3d's
+    /// 146.6 ± 68.3 MB): each lands in a buffer of its own size once the sizes seen differ.
+    /// Buffers of the largest size seen held each at the cost of the largest, twice the
+    /// memory of the objects on unet3d. Every object is held until the end, so each buffer
+    /// is its own, and all come back to the pool.
+    #[tokio::test]
+    async fn objects_of_varying_size_are_read_into_buffers_of_their_size() {
+        let sizes = [
+            9 * MIB,
+            3 * MIB + 5,
+            4 * MIB,
+            2 * MIB + 1,
+            5 * MIB + 3,
+            3 * MIB,
+        ];
+        let store = Arc::new(S3Store::over(MemoryWire::new(testing::config())));
+        let pool = BufferPool::new(64, usize::MAX);
+        let fetcher = Fetcher {
+            store: store.clone(),
+            range_threshold: 2 * MIB as u64,
+            range_size: RangeSize::Fixed(NonZeroU64::new(MIB as u64).unwrap()),
+            pool: pool.clone(),
+            requests: Arc::new(Semaphore::new(8)),
+            sizes: Default::default(),
+        };
+        let mut held = Vec::new();
+        for (i, &len) in sizes.iter().enumerate() {
+            let uri = ObjectUri::parse(&format!("s3://bkt/v/{i}")).unwrap();
+            let data: Bytes = (0..len).map(|b| (b % 251) as u8 ^ i as u8).collect();
+            store.wire().insert(&uri, data.clone());
+            let got = fetcher.fetch(&uri, None, None, None).await.unwrap();
+            assert!(got.data == data, "{uri}: {} B, not {len}", got.data.len());
+            held.push(got.data);
+        }
+        drop(held);
+        let objects: usize = sizes.iter().sum();
+        // The objects' buffers, the second's of the first's size (the one size seen when it
+        // began), and the chunk that learned sizes. Buffers of the largest size seen would
+        // hold 9 MiB each, 27 MiB more.
+        let second_guessed = sizes[0] - sizes[1];
+        let idle = pool.idle_bytes();
+        assert!(
+            (objects..=objects + second_guessed + MIB).contains(&idle),
+            "{idle} B of buffers for {objects} B of objects"
+        );
+    }
 }

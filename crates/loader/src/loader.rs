@@ -53,7 +53,7 @@ impl Loader {
                 .clone()
                 .unwrap_or_else(|| BufferPool::shared(opts.window_max(), opts.memory_budget)),
             requests: Arc::new(Semaphore::new(opts.max_requests)),
-            largest: Default::default(),
+            sizes: Default::default(),
         };
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel(opts.window_max());

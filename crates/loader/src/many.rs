@@ -82,7 +82,7 @@ pub async fn get_one(
             range_size: RangeSize::follow(Some(DEFAULT_MEMORY_BUDGET)),
             pool,
             requests: Arc::new(Semaphore::new(FOLLOW_MAX)),
-            largest: Default::default(),
+            sizes: Default::default(),
         };
         return Ok(fetcher.fetch_range(uri, range, Some(etag)).await?.data);
     }
