@@ -53,8 +53,8 @@ impl SizesSeen {
 
     /// Whether every size seen is within `1/UNIFORM` of the largest, so that a buffer of
     /// the largest size wastes little on any of them. A generated dataset of one size is;
-    /// unet3d's (146.6 ± 68.3 MB) is not, and there buffers of the largest size held
-    /// twice the bytes of the objects in them (docs/mlperf.md, unet3d_b200).
+    /// unet3d's (146.6 ± 68.3 MB) is not, and there buffers of the largest size held far
+    /// more than the objects in them (docs/mlperf.md, unet3d_b200).
     fn uniform(&self) -> bool {
         match (self.largest(), self.smallest.load(Ordering::Relaxed)) {
             (Some(largest), smallest) if smallest > 0 => {
@@ -204,9 +204,8 @@ impl Fetcher {
             });
         }
         // Guessed large: all its ranges at once, where objects are of one size. Where they
-        // vary, a buffer of the largest size held each object (at 146.6 ± 68.3 MB, twice its
-        // bytes); instead the first chunk tells the size, and the rest goes into a buffer of
-        // exactly that size.
+        // vary, a buffer of the largest size held each object, however small; instead the
+        // first chunk tells the size, and the rest goes into a buffer of exactly that size.
         let large = guess.and_then(|g| Some((g, planner.plan(g)?)));
         if let Some((guess, ranges)) = large.as_ref().filter(|_| self.sizes.uniform()) {
             return self.fetch_guessed(uri, *guess, ranges, memory).await;
@@ -296,13 +295,13 @@ impl Fetcher {
     }
 
     /// Size unknown but guessed large (`guess`, the largest seen, would be cut into
-    /// `ranges`), all sizes seen alike: every range goes out at once, as for an object known to be that size, and
-    /// the first range's answer says how large it is. Waiting for that answer before the
-    /// rest went out cost each large object a round trip, with the budget's turn held
-    /// through it: one object admitted per round trip. Objects of one size (a generated
-    /// dataset's) are read exactly as if listed. A smaller object's ranges past its end are
-    /// refused (416) and the range across its end is read again to the end, into the same
-    /// memory; a larger one's bytes beyond the guess are read after (`fetch_ranges`).
+    /// `ranges`), all sizes seen alike: every range goes out at once, as for an object known
+    /// to be that size, and the first range's answer says how large it is. Waiting for that
+    /// answer before the rest went out cost each large object a round trip, with the budget's
+    /// turn held through it: one object admitted per round trip. Objects of one size (a
+    /// generated dataset's) are read exactly as if listed. A smaller object's ranges past its
+    /// end are refused (416) and the range across its end is read again to the end, into the
+    /// same memory; a larger one's bytes beyond the guess are read after (`fetch_ranges`).
     async fn fetch_guessed(
         &self,
         uri: &ObjectUri,
@@ -667,9 +666,8 @@ mod tests {
 
     /// Objects named without sizes, read one after another, whose sizes vary (unet3d's
     /// 146.6 ± 68.3 MB): each lands in a buffer of its own size once the sizes seen differ.
-    /// Buffers of the largest size seen held each at the cost of the largest, twice the
-    /// memory of the objects on unet3d. Every object is held until the end, so each buffer
-    /// is its own, and all come back to the pool.
+    /// Buffers of the largest size seen held each at the cost of the largest. Every object
+    /// is held until the end, so each buffer is its own, and all come back to the pool.
     #[tokio::test]
     async fn objects_of_varying_size_are_read_into_buffers_of_their_size() {
         let sizes = [
