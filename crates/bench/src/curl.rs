@@ -238,6 +238,7 @@ pub(super) async fn curl_ops_row(
     Ok(OpsReport {
         workload: workload.to_owned(),
         seconds: secs,
+        started_unix: Some(crate::ops::unix_now() - secs),
         ops: BTreeMap::from([(op, s)]),
         cpu_seconds: cpu,
         peak_rss_bytes: 0,

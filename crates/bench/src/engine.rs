@@ -5,7 +5,7 @@
 //! every request is timed into its kind's histograms. What the run writes is deleted at
 //! its end, whatever ended it.
 
-use super::ops::{OpStats, OpsReport, Stopped};
+use super::ops::{OpStats, OpsReport, Stopped, unix_now};
 use super::sizes::SizeSpec;
 use super::workload::{Mix, Op, Workload};
 use bytes::Bytes;
@@ -477,6 +477,7 @@ where
     OpsReport {
         workload: label.into(),
         seconds: window_s,
+        started_unix: Some(unix_now() - window_s),
         ops,
         cpu_seconds: cpu.map_or(0.0, |c0| rusage::this_process().unwrap_or(c0) - c0),
         peak_rss_bytes: super::worker::peak_rss_bytes(),

@@ -62,8 +62,14 @@ pub enum Stopped {
 pub struct OpsReport {
     /// `put`, `small`, ..., `checkpoint write`, `checkpoint read`.
     pub workload: String,
-    /// The measured window (after `--warmup`), the longest of the merged processes.
+    /// The measured window (after `--warmup`); merged, from the first process's start to the
+    /// last one's end.
     pub seconds: f64,
+    /// When the window opened, in seconds since the UNIX epoch: ranks' windows merge on this
+    /// common clock (one machine's, or hosts' kept in step). `None` in reports written before
+    /// it was recorded.
+    #[serde(default)]
+    pub started_unix: Option<f64>,
     pub ops: BTreeMap<Op, OpStats>,
     /// CPU seconds (user + system, all threads) over the measured window.
     pub cpu_seconds: f64,
@@ -77,6 +83,13 @@ pub struct OpsReport {
     pub per_second: Vec<f64>,
     /// Processes (MPI ranks) merged into this report.
     pub ranks: usize,
+}
+
+/// Seconds since the UNIX epoch, now.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl OpsReport {
@@ -117,9 +130,18 @@ impl OpsReport {
     }
 
     /// Adds a report of a process that ran at the same time (another MPI rank): counts and
-    /// CPU add up, histograms merge, the window is the longest, the per-second figures add.
+    /// CPU add up, histograms merge, the per-second figures add, and the window spans both.
+    /// Ranks start and stop apart: dividing all their bytes by the longest single window
+    /// read two ranks on one link as faster than the link.
     pub fn merge(&mut self, o: &OpsReport) {
-        self.seconds = self.seconds.max(o.seconds);
+        match (self.started_unix, o.started_unix) {
+            (Some(a), Some(b)) => {
+                let start = a.min(b);
+                let end = (a + self.seconds).max(b + o.seconds);
+                (self.started_unix, self.seconds) = (Some(start), end - start);
+            }
+            _ => self.seconds = self.seconds.max(o.seconds),
+        }
         for (op, s) in &o.ops {
             self.ops.entry(*op).or_default().merge(s);
         }
@@ -146,7 +168,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn report(ok: u64, bytes: u64, err: u64, secs: f64) -> OpsReport {
+    fn report(ok: u64, bytes: u64, err: u64, secs: f64, started: f64) -> OpsReport {
         let mut s = OpStats {
             ok,
             bytes,
@@ -161,6 +183,7 @@ mod tests {
         OpsReport {
             workload: "put".into(),
             seconds: secs,
+            started_unix: Some(started),
             ops: BTreeMap::from([(Op::Put, s)]),
             cpu_seconds: 1.0,
             peak_rss_bytes: 10,
@@ -173,14 +196,31 @@ mod tests {
 
     #[test]
     fn reports_of_ranks_add_up() {
-        let mut a = report(10, 100, 1, 2.0);
-        let b = report(5, 50, 2, 3.0);
+        let mut a = report(10, 100, 1, 2.0, 1000.0);
+        let b = report(5, 50, 2, 3.0, 1000.5);
         a.merge(&b);
         assert_eq!((a.ok(), a.bytes(), a.failed(), a.ranks), (15, 150, 3, 2));
-        assert_eq!(a.seconds, 3.0);
+        assert_eq!((a.seconds, a.started_unix), (3.5, Some(1000.0)));
         assert_eq!(a.per_second, vec![2.0, 4.0]);
         assert_eq!(a.retries["Transport"], 4);
         assert_eq!(a.errors()["HTTP 503 SlowDown"], 3);
         assert_eq!(a.ops[&Op::Put].latency.count(), 15);
+    }
+
+    #[test]
+    fn windows_of_ranks_merge_over_their_span() {
+        // Two ranks in turn on one link: each moved 100 bytes in 1 s; together 200 in 2 s.
+        let mut a = report(1, 100, 0, 1.0, 1000.0);
+        a.merge(&report(1, 100, 0, 1.0, 1001.0));
+        assert_eq!((a.seconds, a.started_unix), (2.0, Some(1000.0)));
+        // The later rank first: the same span.
+        let mut b = report(1, 100, 0, 1.0, 1001.0);
+        b.merge(&report(1, 100, 0, 1.0, 1000.0));
+        assert_eq!((b.seconds, b.started_unix), (2.0, Some(1000.0)));
+        // A report without a start (an older one) keeps the longest window.
+        let mut old = report(1, 100, 0, 4.0, 0.0);
+        old.started_unix = None;
+        old.merge(&report(1, 100, 0, 1.0, 1000.0));
+        assert_eq!(old.seconds, 4.0);
     }
 }
