@@ -4,7 +4,7 @@ use clap::Args;
 use sluice_console::output::Failure;
 use sluice_testserver::profile::{Bandwidth, FirstByteLatency};
 use sluice_testserver::synthetic::Spec;
-use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
+use sluice_testserver::{ServerOptions, ServiceProfile, Sink, TestServer};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -50,11 +50,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SPEC", value_parser = Spec::parse)]
     synthetic: Option<Spec>,
     /// Check what is written (checksums, lengths), then keep only its size and checksum, so
-    /// that a checkpoint of any size can be written; its bytes cannot be read back
-    #[arg(long, conflicts_with = "data_dir")]
-    sink: bool,
+    /// that a checkpoint of any size can be written. A read of it is refused, or with
+    /// --sink=computed gets bytes computed from the key, of the size written (a checkpoint's
+    /// load can be measured, not its restore)
+    #[arg(long, value_name = "READS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "refused", conflicts_with = "data_dir")]
+    sink: Option<SunkReads>,
     #[command(flatten)]
     shaping: ShapingArgs,
+}
+
+/// What a read of an object written to a sinking server gets (`--sink[=READS]`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum SunkReads {
+    /// An `InvalidObjectState` error naming `--sink`.
+    Refused,
+    /// Bytes computed from the key, of the size written, with their own checksum.
+    Computed,
 }
 
 /// How the server behaves: a named profile, then any of its values overridden. The values
@@ -151,7 +163,11 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         public_buckets: a.public_buckets.clone(),
         profile: profile.clone(),
         synthetic: a.synthetic.clone(),
-        sink: a.sink,
+        sink: match a.sink {
+            None => Sink::Off,
+            Some(SunkReads::Refused) => Sink::Refuse,
+            Some(SunkReads::Computed) => Sink::Computed,
+        },
     };
     let server = TestServer::start(opts)
         .await
@@ -193,8 +209,14 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(spec) = &a.synthetic {
         println!("  synthetic s3://{bucket}/  {spec}");
     }
-    if a.sink {
-        println!("  sink   writes are checked, then only their sizes and checksums kept");
+    match a.sink {
+        None => {}
+        Some(SunkReads::Refused) => {
+            println!("  sink   writes are checked, then only their sizes and checksums kept")
+        }
+        Some(SunkReads::Computed) => println!(
+            "  sink   writes are checked, then only their sizes and checksums kept; reads get computed bytes"
+        ),
     }
     println!(
         "  export AWS_ENDPOINT_URL_S3={} AWS_ACCESS_KEY_ID={} AWS_REGION=us-east-1 AWS_SECRET_ACCESS_KEY=<--secret-key>",

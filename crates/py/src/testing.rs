@@ -6,7 +6,7 @@ use crate::runtime::{check_owner, runtime};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict};
-use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, ServiceProfile};
+use sluice_testserver::{DEFAULT_BUCKET, Fault, ServerOptions, ServiceProfile, Sink};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ impl TestServer {
         let opts = ServerOptions {
             profile: shaping,
             synthetic,
-            sink,
+            sink: if sink { Sink::Refuse } else { Sink::Off },
             ..ServerOptions::default()
         };
         let rt = runtime()?;

@@ -2,7 +2,7 @@
 //! stacks over real sockets: its objects list, read, range and check (CRC64NVME, ETag) as
 //! stored ones do, beside stored ones in the same bucket, and refuse to be replaced; and a
 //! sinking server (`--sink`) takes uploads of any size, checked, and says why it cannot
-//! give their bytes back.
+//! give their bytes back, or (`--sink=computed`) gives computed bytes of their size.
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -10,7 +10,7 @@ use sluice_core::{ByteRange, Error, ListEntry, ObjectStore, ObjectStoreExt, Obje
 use sluice_testdata::pattern;
 use sluice_testserver::conformance::{Scheme, config_for, within};
 use sluice_testserver::synthetic::Spec;
-use sluice_testserver::{DEFAULT_BUCKET, ServerOptions, TestServer};
+use sluice_testserver::{DEFAULT_BUCKET, ServerOptions, Sink, TestServer};
 use std::sync::Arc;
 
 fn uri(key: &str) -> ObjectUri {
@@ -102,7 +102,7 @@ async fn synthetic_objects_list_read_and_check_as_stored_ones_do() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sinking_server_takes_checked_uploads_and_keeps_their_sizes() {
     let server = TestServer::start(ServerOptions {
-        sink: true,
+        sink: Sink::Refuse,
         ..ServerOptions::default()
     })
     .await
@@ -135,4 +135,37 @@ async fn a_sinking_server_takes_checked_uploads_and_keeps_their_sizes() {
         })
         .sum();
     assert_eq!(held, 0, "no bytes kept");
+}
+
+/// A checkpoint's load from a sink: every stack reads back the size written, whole and in
+/// ranges, and the bytes (checked against their CRC by the client) are the synthetic
+/// pattern's for that key, not what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_that_computes_reads_gives_back_bytes_of_the_size_written() {
+    let server = TestServer::start(ServerOptions {
+        sink: Sink::Computed,
+        ..ServerOptions::default()
+    })
+    .await
+    .unwrap();
+    for backend in ["hyper", "awssdk", "objectstore"] {
+        let store = open(&server, backend);
+        let key = format!("ckpt/{backend}.pt");
+        let len = (24 << 20) + 12_345;
+        let written = Bytes::from(vec![7u8; len]);
+        within("put", store.put(&uri(&key), written.into()))
+            .await
+            .unwrap();
+        // Whole: checked against the server's CRC64NVME of the computed bytes (`on_download`).
+        let read = within("get", store.get(&uri(&key), None)).await.unwrap();
+        assert_eq!(read.len(), len, "{backend}");
+        assert_eq!(pattern::verify(&key, 0, &read), Ok(()), "{backend}");
+        let range = ByteRange::new(5 << 20, 6 << 20).unwrap();
+        let part = within("range", store.get(&uri(&key), Some(range)))
+            .await
+            .unwrap();
+        assert_eq!(part, read.slice(5 << 20..6 << 20), "{backend}: a range");
+        let head = within("head", store.head(&uri(&key))).await.unwrap();
+        assert_eq!(head.size, len as u64, "{backend}");
+    }
 }

@@ -39,7 +39,7 @@ pub mod hostile_cases;
 
 pub use faults::{Fault, Faults};
 pub use profile::{ServiceProfile, StatsSnapshot};
-pub use storage::Storage;
+pub use storage::{Sink, Storage};
 
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -84,8 +84,8 @@ pub struct ServerOptions {
     /// Objects computed when asked, in the first of `buckets` (`synthetic`).
     pub synthetic: Option<synthetic::Spec>,
     /// Check what is written, then keep only its length and checksums: a checkpoint of any
-    /// size can be written, and not read back.
-    pub sink: bool,
+    /// size can be written; `Sink` says what a read of it gets.
+    pub sink: Sink,
 }
 
 impl Default for ServerOptions {
@@ -101,7 +101,7 @@ impl Default for ServerOptions {
             public_buckets: vec![PUBLIC_BUCKET.into()],
             profile: ServiceProfile::loopback(),
             synthetic: None,
-            sink: false,
+            sink: Sink::Off,
         }
     }
 }
@@ -128,7 +128,7 @@ impl TestServer {
     /// Starts the server on ephemeral loopback ports (http and https), with the buckets `opts` names.
     pub async fn start(opts: ServerOptions) -> Result<Self, BoxError> {
         let mut storage = match &opts.data_dir {
-            Some(_) if opts.sink => {
+            Some(_) if opts.sink.drops() => {
                 return Err("a server that sinks what is written keeps no --data-dir".into());
             }
             Some(d) => Storage::with_dir(d)?,
@@ -138,10 +138,7 @@ impl TestServer {
             let bucket = opts.buckets.first().map_or(DEFAULT_BUCKET, String::as_str);
             storage = storage.with_synthetic(bucket, synthetic::Synthetic::new(spec));
         }
-        if opts.sink {
-            storage = storage.sinking();
-        }
-        let storage = Arc::new(storage);
+        let storage = Arc::new(storage.sinking(opts.sink));
         for b in opts.buckets.iter().chain(&opts.public_buckets) {
             storage.create_bucket(b);
         }

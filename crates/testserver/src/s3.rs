@@ -593,7 +593,7 @@ impl S3 for MemoryS3 {
             .ok_or_else(|| s3_error!(NoSuchUpload))?;
         let part = Part {
             // Under --sink the part's CRC keeps its length; its bytes go.
-            data: if self.storage.sink {
+            data: if self.storage.sink.drops() {
                 Bytes::new()
             } else {
                 data
@@ -658,7 +658,7 @@ impl S3 for MemoryS3 {
         let whole = Crc::of_parts(crcs);
         check_crc(i.checksum_crc64nvme.as_deref(), whole)?;
         let tag = format!("\"{}-{}\"", hex::encode(Md5::digest(&md5s)), listed.len());
-        let body = if self.storage.sink {
+        let body = if self.storage.sink.drops() {
             Body::sunk(whole.len as usize)
         } else {
             Body::from_pieces(pieces)

@@ -18,7 +18,7 @@ use crate::synthetic::{self, Synthetic};
 /// not the client, set the upload's rate (perf of `sluice cp` under `s3-standard`).
 ///
 /// Under `--sink` only the length is kept: such a body has no pieces, and a GET of it is
-/// refused (`is_sunk`).
+/// refused (`is_sunk`) or answered with computed bytes (`Sink::Computed`).
 #[derive(Debug, Clone, Default)]
 pub struct Body {
     pieces: Vec<Bytes>,
@@ -263,8 +263,31 @@ pub struct Storage {
     pub(crate) uploads: std::sync::Mutex<HashMap<String, Upload>>,
     dir: Option<PathBuf>,
     synthetic: Option<SyntheticBucket>,
-    /// Keep only the length and checksums of what is written (`--sink`).
-    pub(crate) sink: bool,
+    /// Keep only the length and checksums of what is written (`--sink`), and what a read of
+    /// it gets.
+    pub(crate) sink: Sink,
+}
+
+/// Whether a server keeps what is written (`--sink`), and if not, what a read of it gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sink {
+    /// Writes are kept and read back.
+    #[default]
+    Off,
+    /// Only the length and checksums of a write are kept; a read of it is refused, naming
+    /// `--sink` (`InvalidObjectState`).
+    Refuse,
+    /// As `Refuse`, but a read gets bytes computed from the key (the synthetic store's
+    /// pattern) of the length written, with their own CRC: a checkpoint of any size can be
+    /// saved and loaded, not restored.
+    Computed,
+}
+
+impl Sink {
+    /// Whether written bytes are dropped.
+    pub fn drops(self) -> bool {
+        self != Sink::Off
+    }
 }
 
 /// The bucket that holds the synthetic objects, and when they were "written".
@@ -334,9 +357,10 @@ impl Storage {
         self
     }
 
-    /// Keeps only the length and checksums of objects written from now on (`--sink`).
-    pub fn sinking(mut self) -> Self {
-        self.sink = true;
+    /// Keeps only the length and checksums of objects written from now on (`--sink`); `sink`
+    /// says what a read of them gets.
+    pub fn sinking(mut self, sink: Sink) -> Self {
+        self.sink = sink;
         self
     }
 
@@ -383,6 +407,17 @@ impl Storage {
         let b = self.buckets.read().unwrap();
         let objs = b.get(bucket).ok_or(Missing::Bucket)?;
         if let Some(o) = objs.get(key) {
+            if o.data.is_sunk() && self.sink == Sink::Computed {
+                let len = o.data.len() as u64;
+                let mut computed = StoredObject::with_crc(
+                    Body::from_pieces(synthetic::slices(key, 0..len)),
+                    o.etag.clone(),
+                    synthetic::crc(key, len),
+                );
+                computed.last_modified = o.last_modified;
+                computed.headers = o.headers.clone();
+                return Ok(computed);
+            }
             return Ok(o.clone());
         }
         let s = self.synthetic(bucket).ok_or(Missing::Key)?;
@@ -416,7 +451,7 @@ impl Storage {
     ) -> Result<(), Refused> {
         self.writable(bucket, key)?;
         let mut obj = obj;
-        if self.sink {
+        if self.sink.drops() {
             obj.data = Body::sunk(obj.data.len());
         }
         let mut b = self.buckets.write().unwrap();
