@@ -40,6 +40,17 @@ dlrm_columns() {
 
 v3_spec() {
   local d=++workload.dataset r=++workload.reader t=++workload.train o=++workload.storage.storage_options
+  local c=++workload.checkpoint m=++workload.model
+  # The checkpoints, shrunk in layers only, to one: one save, one load. llama3_8b with one
+  # rank is ZeRO 3 over one data-parallel rank: it saves the whole checkpoint. llama3_70b's
+  # tensor parallelism of 8 needs 8 ranks; one rank in DLIO's subset mode saves and loads
+  # its eighth.
+  local ckpt="$c.checkpoint_folder=$(ckpt_folder) $c.num_checkpoints_write=1
+    $c.num_checkpoints_read=1 $c.time_between_checkpoints=0.1 $m.num_layers=1"
+  case $1 in
+    llama3_8b) echo "llama_8b_zero3 $m.name=llama3_8b $ckpt"; return ;;
+    llama3_70b) echo "llama_70b_zero3 $m.name=llama3_70b $ckpt $c.mode=subset $m.parallelism.data=1"; return ;;
+  esac
   local au batch step
   read -r au batch step <<< "$(v3_rule "$1")" || return 1
   # What every v3 workload sets from its rule: batch, computation time, AU.
