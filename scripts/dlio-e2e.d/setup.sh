@@ -42,7 +42,8 @@ done
 if [ -z "${SKIP_BUILD:-}" ]; then
   rm -rf "$OUT/wheels" # one wheel to install, whatever earlier builds left
   echo "$ME: building sluice's wheel for $("$VENV/bin/python" -V) (release)" >&2
-  "$VENV/bin/maturin" build --release -q -i "$VENV/bin/python" -m crates/py/Cargo.toml -o "$OUT/wheels" >&2
+  . scripts/lib/wheel.sh
+  build_wheel "$VENV/bin/maturin" "$VENV/bin/python" "$OUT/wheels"
   "$VENV/bin/pip" install -q --force-reinstall --no-deps "$OUT"/wheels/sluice-*.whl
   cargo build --release -q -p sluice-cli
 fi
