@@ -153,6 +153,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 pub async fn run(a: ServeArgs) -> Result<(), Failure> {
     let profile = a.shaping.profile();
+    let sink = match a.sink {
+        None => Sink::Off,
+        Some(SunkReads::Refused) => Sink::Refuse,
+        Some(SunkReads::Computed) => Sink::Computed,
+    };
     let opts = ServerOptions {
         http_addr: a.addr,
         https_addr: (!a.no_https).then_some(a.https_addr),
@@ -163,11 +168,7 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
         public_buckets: a.public_buckets.clone(),
         profile: profile.clone(),
         synthetic: a.synthetic.clone(),
-        sink: match a.sink {
-            None => Sink::Off,
-            Some(SunkReads::Refused) => Sink::Refuse,
-            Some(SunkReads::Computed) => Sink::Computed,
-        },
+        sink,
     };
     let server = TestServer::start(opts)
         .await
@@ -209,14 +210,13 @@ pub async fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(spec) = &a.synthetic {
         println!("  synthetic s3://{bucket}/  {spec}");
     }
-    match a.sink {
-        None => {}
-        Some(SunkReads::Refused) => {
-            println!("  sink   writes are checked, then only their sizes and checksums kept")
-        }
-        Some(SunkReads::Computed) => println!(
-            "  sink   writes are checked, then only their sizes and checksums kept; reads get computed bytes"
-        ),
+    if sink.drops() {
+        let reads = if sink == Sink::Computed {
+            "; reads get computed bytes"
+        } else {
+            ""
+        };
+        println!("  sink   writes are checked, then only their sizes and checksums kept{reads}");
     }
     println!(
         "  export AWS_ENDPOINT_URL_S3={} AWS_ACCESS_KEY_ID={} AWS_REGION=us-east-1 AWS_SECRET_ACCESS_KEY=<--secret-key>",

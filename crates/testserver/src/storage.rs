@@ -215,6 +215,16 @@ impl StoredObject {
         }
     }
 
+    /// An object of `len` bytes computed from `key` (the synthetic store's pattern, slices of
+    /// its table, no copy), with their CRC64NVME.
+    fn computed(key: &str, len: u64, etag: String, last_modified: SystemTime) -> Self {
+        let data = Body::from_pieces(synthetic::slices(key, 0..len));
+        Self {
+            last_modified,
+            ..Self::with_crc(data, etag, synthetic::crc(key, len))
+        }
+    }
+
     /// The object, with `headers` kept to return on GET and HEAD.
     pub fn with_headers(mut self, headers: Attributes) -> Self {
         self.headers = headers;
@@ -409,26 +419,18 @@ impl Storage {
         if let Some(o) = objs.get(key) {
             if o.data.is_sunk() && self.sink == Sink::Computed {
                 let len = o.data.len() as u64;
-                let mut computed = StoredObject::with_crc(
-                    Body::from_pieces(synthetic::slices(key, 0..len)),
-                    o.etag.clone(),
-                    synthetic::crc(key, len),
+                return Ok(
+                    StoredObject::computed(key, len, o.etag.clone(), o.last_modified)
+                        .with_headers(o.headers.clone()),
                 );
-                computed.last_modified = o.last_modified;
-                computed.headers = o.headers.clone();
-                return Ok(computed);
             }
             return Ok(o.clone());
         }
         let s = self.synthetic(bucket).ok_or(Missing::Key)?;
         let found = s.objects.get(key).ok_or(Missing::Key)?;
-        let mut obj = StoredObject::with_crc(
-            Body::from_pieces(synthetic::slices(key, 0..found.size)),
-            found.etag,
-            synthetic::crc(key, found.size),
-        );
-        obj.last_modified = s.modified;
-        Ok(obj)
+        Ok(StoredObject::computed(
+            key, found.size, found.etag, s.modified,
+        ))
     }
 
     /// Stores `obj` at `bucket`/`key`, replacing any object there.
