@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 mod aio;
+mod buffer;
 mod client;
 mod compress;
 mod errors;

@@ -5,10 +5,9 @@
 // The buffer protocol is a C API: filling a `Py_buffer` is unsafe by nature.
 #![allow(unsafe_code)]
 
+use crate::buffer::{self, LentBuffer, RawView};
 use bytes::Bytes;
-use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyBufferError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView};
 use std::ffi::c_int;
@@ -47,15 +46,10 @@ pub fn with_lent_bytes<R>(
     let flat = PyMemoryView::from(data)
         .and_then(|m| m.call_method1("cast", ("B",)))
         .map_err(not_bytes)?;
-    let buf = PyBuffer::<u8>::get(&flat).map_err(not_bytes)?;
-    // SAFETY: `buf` holds a buffer view until after `f` returns, which keeps the exporter's
-    // memory allocated and (for bytearray and numpy) unresizable; `cast("B")` made it a flat,
-    // C-contiguous run of `len_bytes` bytes. As with numpy's GIL-free copies, a caller that
-    // mutates the data from another thread meanwhile gets a torn copy.
-    let lent = unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
-    let r = f(lent);
-    drop(buf);
-    r
+    // `cast("B")` made it a flat, C-contiguous run of bytes. As with numpy's GIL-free
+    // copies, a caller that mutates the data from another thread meanwhile gets a torn copy.
+    let buf = LentBuffer::get(&flat).map_err(not_bytes)?;
+    f(buf.bytes())
 }
 
 /// A `bytes` object's contents, held by a reference to it (dropped without the GIL, pyo3
@@ -159,40 +153,59 @@ impl Object {
     fn __repr__(&self) -> String {
         format!("<sluice.Object {} ({} bytes)>", self.uri, self.data.len())
     }
+}
 
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
+// `Object`'s buffer protocol, declared by hand (see `crate::buffer` for why): one more
+// `#[pymethods]`-like item set for the class, holding the `bf_getbuffer` slot. Subclasses
+// (`BytesView`) inherit it. pyo3's `impl_` items are its macros' interface, pinned with
+// pyo3's minor version in the workspace.
+pyo3::inventory::submit! {
+    <Object as pyo3::impl_::pyclass::PyClassImpl>::Inventory::new(
+        pyo3::impl_::pyclass::PyClassItems {
+            methods: &[],
+            slots: &[pyo3::ffi::PyType_Slot {
+                slot: pyo3::ffi::Py_bf_getbuffer,
+                pfunc: object_getbuffer as GetBufferProc as *mut std::ffi::c_void,
+            }],
+        },
+    )
+}
+
+type GetBufferProc = unsafe extern "C" fn(*mut pyo3::ffi::PyObject, *mut RawView, c_int) -> c_int;
+
+/// The `bf_getbuffer` slot: a read-only view of the object's bytes, without a copy.
+unsafe extern "C" fn object_getbuffer(
+    slf: *mut pyo3::ffi::PyObject,
+    view: *mut RawView,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: CPython calls a slot on an attached thread.
+    let py = unsafe { Python::assume_attached() };
+    let export = || -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("no buffer view to fill"));
         }
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+        if flags & buffer::PYBUF_WRITABLE != 0 {
             return Err(PyBufferError::new_err(
                 "sluice.Object is read-only (copy it with bytearray(obj) to modify)",
             ));
         }
-        let data = &slf.get().data;
-        let len = ffi::Py_ssize_t::try_from(data.len())
-            .map_err(|_| PyBufferError::new_err("object too large for a buffer"))?;
-        // SAFETY: `view` is non-null and owned by the caller; the bytes live as long as this
-        // object, and PyBuffer_FillInfo stores a new reference to it in `view.obj`, so they
-        // outlive the view. `Bytes` never moves its data, so the pointer stays valid.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                data.as_ptr() as *mut std::ffi::c_void,
-                len,
-                1,
-                flags,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(PyErr::fetch(slf.py()))
+        // SAFETY: `slf` is a live instance of the type (or a subclass) that has this slot.
+        let any = unsafe { Bound::from_borrowed_ptr(py, slf) };
+        let obj = any.cast::<Object>()?;
+        // SAFETY: `view` is CPython's, non-null; the bytes are `Bytes`, which never move and
+        // live as long as the object, which the view references.
+        unsafe { buffer::export_read_only(&any, view, &obj.get().data, flags) }
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(export)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            e.restore(py);
+            -1
+        }
+        Err(_) => {
+            PyBufferError::new_err("sluice.Object: a bug while exporting its buffer").restore(py);
+            -1
         }
     }
 }

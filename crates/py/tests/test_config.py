@@ -3,6 +3,7 @@ requests; profiles."""
 
 import pickle
 import socket
+import sys
 
 import pytest
 import sluice
@@ -137,6 +138,9 @@ def test_spawned_dataloader_workers_rebuild_the_client_from_the_config(server, p
     assert sorted(tuple(x) for x in dl) == [(u, 2048) for u in uris]
 
 
+@pytest.mark.skipif(
+    sys.version_info < (3, 10), reason="Python 3.9's inspect reads no extension type's signature"
+)
 def test_the_settings_table_is_what_client_and_config_take():
     """``sluice.settings()`` is the one table (``docs/configuration.md`` is generated from it):
     each Python keyword it names is a ``Client`` argument and a ``Config`` field, and each

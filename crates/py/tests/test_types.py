@@ -22,7 +22,8 @@ def assert_shape(d, td):
                 assert_shape(e, item)
             continue
         allowed = typing.get_args(t) or (t,)  # Optional[str] -> (str, NoneType)
-        nested = [a for a in allowed if typing.is_typeddict(a)]
+        # `__required_keys__` marks a TypedDict (typing.is_typeddict is 3.10+).
+        nested = [a for a in allowed if hasattr(a, "__required_keys__")]
         if nested and d[key] is not None:  # Optional[Congestion]: None or such a dict
             assert_shape(d[key], nested[0])
             continue

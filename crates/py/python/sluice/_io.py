@@ -56,11 +56,10 @@ class ObjectReader(io.BufferedIOBase):
 
     def __init__(self, uri: str, client: Optional["Client"] = None):
         super().__init__()
-        self._client = _client(client)
-        st = self._client.stat(uri)
+        # Everything close() and repr() use is set before the first call that can fail: a
+        # failed open is still closed (and printed) by the garbage collector.
         self.name = uri
-        self._size: int = st["size"]
-        self._etag: Optional[str] = st["etag"]
+        self._size = 0
         self._pos = 0
         self._buf = memoryview(b"")
         self._buf_start = 0
@@ -69,6 +68,10 @@ class ObjectReader(io.BufferedIOBase):
         self._next: Optional[Tuple[int, int, "Future[Any]"]] = None
         self._fetcher: Optional["ThreadPoolExecutor"] = None
         self._fetcher_pid = 0
+        self._client = _client(client)
+        st = self._client.stat(uri)
+        self._size = st["size"]
+        self._etag: Optional[str] = st["etag"]
 
     @property
     def size(self) -> int:
@@ -227,8 +230,13 @@ class ObjectWriter(io.BufferedIOBase):
     ):
         super().__init__()
         self.name = uri
-        self._writer = _client(client).writer(uri, part_size=part_size, mode=mode)
         self._written = 0
+        try:
+            self._writer = _client(client).writer(uri, part_size=part_size, mode=mode)
+        except BaseException:
+            # Closed now, so that the garbage collector's close() has nothing to finish.
+            super().close()
+            raise
         self.result: Optional[dict] = None
         """What ``close`` made visible (``sluice.WriteResult``)."""
 
