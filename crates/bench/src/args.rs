@@ -15,6 +15,14 @@ pub struct BenchArgs {
     /// list, delete, mixed, checkpoint
     #[arg(long = "workload", value_delimiter = ',', default_value = "get")]
     pub(super) workloads: Vec<String>,
+    /// Replay a recorded run's op-logs (`SLUICE_OP_LOG`, all of its processes') against
+    /// --uri's store, or the embedded server: one row per client stack (docs/oplog.md)
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["workloads", "existing"])]
+    pub(super) replay: Vec<PathBuf>,
+    /// --replay: `recorded` sends each request at its recorded offset (the recorded gaps and
+    /// concurrency); `fast` sends them in order, as many in flight as the log ever had
+    #[arg(long, value_enum, default_value = "recorded")]
+    pub(super) pace: super::replay::Pace,
     /// Read (get) or write under this prefix of an existing store instead of an embedded
     /// server; writing workloads refuse a prefix that holds objects (--allow-existing)
     #[arg(long)]

@@ -489,7 +489,10 @@ where
 }
 
 /// Counts of `now` beyond those of `before`.
-fn diff(now: BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+pub(crate) fn diff(
+    now: BTreeMap<String, u64>,
+    before: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
     now.into_iter()
         .map(|(k, n)| {
             let b = before.get(&k).copied().unwrap_or(0);

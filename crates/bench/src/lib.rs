@@ -18,6 +18,7 @@ mod ops;
 mod plan;
 mod plot;
 mod ranks;
+mod replay;
 mod report;
 mod server;
 mod sizes;
@@ -107,7 +108,19 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     let mut get_rows = Vec::new();
     let mut ops_rows = Vec::new();
     let mut failure = None;
-    for &w in &plan.workloads {
+    // A replay runs on the first rank alone.
+    if !a.replay.is_empty() && ranks.is_root() {
+        match replay_rows(&a, &plan, &target).await {
+            Ok(rows) => ops_rows = rows,
+            Err(e) => failure = Some(e),
+        }
+    }
+    let workloads = if a.replay.is_empty() {
+        &plan.workloads[..]
+    } else {
+        &[]
+    };
+    for &w in workloads {
         if interrupted.load(Ordering::SeqCst) {
             break;
         }
@@ -461,6 +474,77 @@ async fn ops_workload(
         }
     }
     Ok(rows)
+}
+
+/// `--replay`: the recording made again with each client stack, onto `--uri`'s prefix (when
+/// it is empty) or the run's own.
+async fn replay_rows(a: &BenchArgs, plan: &Plan, t: &Target) -> Result<Vec<OpsRow>, Failure> {
+    let rec = replay::Recording::read(&a.replay)?;
+    let prefix = if a.uri.is_some() && !a.allow_existing {
+        check_empty(a, t).await?;
+        t.dataset.clone()
+    } else {
+        t.scratch.clone()
+    };
+    eprintln!(
+        "replay: {} requests, {:.1} s recorded under {}, at most {} in flight; onto {prefix}",
+        rec.len(),
+        rec.span().as_secs_f64(),
+        rec.source,
+        rec.max_in_flight
+    );
+    if !rec.skipped.is_empty() {
+        eprintln!(
+            "replay: not replayed (see docs/oplog.md): {:?}",
+            rec.skipped
+        );
+    }
+    let target = replay::Target {
+        store: t.store.clone(),
+        prefix,
+    };
+    let written = replay::Written::default();
+    let mut result = replay::set_up(&rec, &target, 64, &written)
+        .await
+        .map(|()| Vec::new());
+    for backend in &plan.backends {
+        let Ok(rows) = &mut result else { break };
+        eprintln!("{backend}: replay ({:?}) ...", a.pace);
+        let store = match sluice::registry::open(Some(backend), t.cfg.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                result = Err(e.into());
+                break;
+            }
+        };
+        let on = replay::Target {
+            store,
+            prefix: target.prefix.clone(),
+        };
+        let report = replay::replay(&rec, &on, a.pace, &written).await;
+        rows.push(OpsRow::new(
+            backend,
+            rec.max_in_flight,
+            "as logged",
+            None,
+            report,
+        ));
+    }
+    // Whatever happened, what the replay wrote goes.
+    let left: Vec<ObjectUri> =
+        std::mem::take(&mut *written.lock().unwrap_or_else(|p| p.into_inner()))
+            .into_iter()
+            .collect();
+    for chunk in left.chunks(1000) {
+        let failed = t.store.delete_many(chunk).await?;
+        if let Some(e) = failed.first() {
+            eprintln!(
+                "replay: {} of the objects it wrote could not be deleted: {e}",
+                failed.len()
+            );
+        }
+    }
+    result
 }
 
 /// Each rank's reports (one list per rank, one report per phase) merged phase by phase.

@@ -129,7 +129,10 @@ fn main() -> ExitCode {
             Cmd::BenchOps(a) => sluice_bench::ops_worker(*a).await,
         }
     });
-    let result = match runtime.block_on(command) {
+    let result = runtime.block_on(command);
+    // Whatever the outcome, the op-log's last lines are written (`SLUICE_OP_LOG`).
+    sluice_core::oplog::finish_all();
+    let result = match result {
         Ok(result) => result,
         Err(e) => match e.try_into_panic() {
             Ok(panic) => std::panic::resume_unwind(panic),

@@ -31,6 +31,10 @@ pub struct StoreArgs {
     /// Send unsigned requests (public buckets), no credentials looked up
     #[arg(long)]
     pub no_sign_request: bool,
+    /// Write a line per request to FILE, zstd-compressed TSV (docs/oplog.md); `{pid}` in
+    /// the name is the process id [default: $SLUICE_OP_LOG]
+    #[arg(long, value_name = "FILE")]
+    pub op_log: Option<PathBuf>,
 }
 
 impl StoreArgs {
@@ -75,6 +79,9 @@ impl StoreArgs {
         }
         if let Some(c) = &self.ca_bundle {
             cfg.ca_bundle = Some(c.clone());
+        }
+        if let Some(p) = &self.op_log {
+            cfg.op_log = Some(sluice_core::oplog::OpLog::shared(p)?);
         }
         Ok(cfg)
     }

@@ -23,6 +23,7 @@
 use crate::congestion::Concurrency;
 use crate::credentials::CredentialsCache;
 use crate::error::{Error, Result};
+use crate::oplog::OpLog;
 use crate::retry::RetryPolicy;
 use crate::settings;
 use aws_config::meta::credentials::CredentialsProviderChain;
@@ -30,7 +31,8 @@ use aws_config::meta::region::ProvideRegion;
 use aws_config::profile::{ProfileFileCredentialsProvider, ProfileFileRegionProvider};
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use url::Url;
 
@@ -118,6 +120,9 @@ pub struct StoreConfig {
     /// connection of it resolves to is checked against `redirect::forbidden_ip` when it
     /// opens (the hyper backend), not only when the redirect was followed.
     pub refuse_metadata_addresses: bool,
+    /// Where a line for each request goes (`SLUICE_OP_LOG`; `oplog`): the process's log,
+    /// shared by every client of the process.
+    pub op_log: Option<Arc<OpLog>>,
 }
 
 /// End-to-end checksums beyond what TLS already protects, named after the AWS SDKs'
@@ -192,6 +197,7 @@ impl StoreConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             concurrency: Concurrency::Adaptive,
             checksums: Checksums::default(),
+            op_log: None,
         }
     }
 
@@ -329,6 +335,9 @@ impl StoreConfig {
             cfg.multipart_part_size = n;
         }
         cfg.parts_in_flight = settings::PARTS_IN_FLIGHT.read(&get)?;
+        if let Some((_, path)) = value(&settings::OP_LOG) {
+            cfg.op_log = Some(OpLog::shared(Path::new(&path))?);
+        }
         if let Some(b) = settings::HTTP2.read(&get)? {
             cfg.http2 = b;
         }

@@ -385,6 +385,18 @@ impl Error {
         }
     }
 
+    /// The HTTP status of the answer this error came from; `None` where no answer came (a
+    /// timeout, a broken connection) or the store is not HTTP (a file).
+    pub fn http_status(&self) -> Option<u16> {
+        match self {
+            Error::NotFound { code, .. } if code != "ENOENT" => Some(404),
+            Error::PermissionDenied { status, .. } if *status != 0 => Some(*status),
+            Error::Service { status, .. } => Some(*status),
+            Error::Redirect { moved, .. } => Some(moved.status),
+            _ => None,
+        }
+    }
+
     /// Whether repeating the same request may succeed. The rule, as in the AWS SDKs'
     /// standard retry mode: throttling, server errors, timeouts and broken connections
     /// (including a body cut short) are transient; every other 4xx is final.

@@ -16,6 +16,7 @@ mod in_flight;
 pub mod listing;
 mod multipart;
 mod object;
+pub mod oplog;
 mod parallel_list;
 mod part_buffers;
 mod parts_in_flight;

@@ -83,7 +83,8 @@ pub async fn get_with_resume(
             if_match: etag.as_deref(),
         };
         let mut sink = BodySink::new(uri, dst);
-        let result = getter.get_object(&req, &mut sink).await;
+        let result =
+            crate::oplog::as_attempt(attempts + 1, getter.get_object(&req, &mut sink)).await;
         if let Some(head) = sink.take_head() {
             // A server that ignores If-Match must not splice versions either.
             if let (Some(pin), Some(got)) = (&etag, &head.etag)

@@ -92,7 +92,7 @@ where
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match op().await {
+        match crate::oplog::as_attempt(attempts, op()).await {
             Ok(v) => return Ok(v),
             Err(e) if policy.may_retry(&e, attempts) => {
                 tracing::info!(error = %e, attempts, "retrying");

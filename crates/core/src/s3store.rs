@@ -7,6 +7,7 @@ use crate::congestion::{Congestion, CongestionStats, Kind};
 use crate::error::Result;
 use crate::listing::{ListOptions, paginate};
 use crate::multipart::{self, MultipartWriter};
+use crate::oplog::{OpLog, Outcome, Timer};
 use crate::parts_in_flight::PartsWindow;
 use crate::put_options::PutOptions;
 use crate::resume::get_with_resume;
@@ -16,7 +17,9 @@ use crate::store::{GetInfo, GetOptions, ListEntry, ObjectStore, PutInfo, PutPayl
 use crate::upload::{ObjectWriter, WriteOptions};
 use crate::uri::ObjectUri;
 use crate::wire::redirect::Redirects;
-use crate::wire::{BodySink, GetRequest, GetWire, Operations, OperationsExt, Reply, Request};
+use crate::wire::{
+    BodySink, GetRequest, GetWire, Operation, Operations, OperationsExt, Reply, Request,
+};
 use crate::wire::{Wire, WireFromConfig};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -65,11 +68,13 @@ impl<W: Wire> S3Store<W> {
     fn with(wire: W, build: Option<fn(StoreConfig) -> Result<W>>) -> Self {
         let cfg = wire.config();
         let congestion = Congestion::new(cfg.max_connections, cfg.concurrency, cfg.retry);
+        let log = cfg.op_log.clone();
         Self {
             inner: Arc::new(Limited {
                 wire: Redirects::new(wire, build),
                 congestion,
                 parts: PartsWindow::adaptive(crate::upload::PARTS_MEMORY),
+                log,
             }),
         }
     }
@@ -99,6 +104,9 @@ struct Limited<W> {
     congestion: Congestion,
     /// The places for parts in flight its streaming uploads share (`parts_in_flight`).
     parts: Arc<PartsWindow>,
+    /// Where each request's line goes (`SLUICE_OP_LOG`): here, where every attempt of every
+    /// operation passes, timed from when its permit let it go.
+    log: Option<Arc<OpLog>>,
 }
 
 #[async_trait]
@@ -106,10 +114,28 @@ impl<W: Wire> GetWire for Limited<W> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         // The bytes are known once the body is in.
         let mut permit = self.congestion.acquire(Kind::Read).await;
+        let timer = self.log.as_ref().map(|_| Timer::start());
         let before = sink.written();
         let result = self.wire.get_object(req, sink).await;
-        permit.moved(sink.written().saturating_sub(before));
+        let moved = sink.written().saturating_sub(before);
+        permit.moved(moved);
         permit.finish(&result);
+        if let (Some(log), Some(t)) = (&self.log, timer) {
+            log.record(
+                &t,
+                Outcome {
+                    op: Operation::GetObject.name(),
+                    uri: Some(req.uri),
+                    range: req.range.map(|r| r.to_string()),
+                    bytes: moved,
+                    object_size: sink.head().and_then(|h| h.object_size),
+                    first_byte: sink.began(),
+                    result: result
+                        .as_ref()
+                        .map(|()| if req.range.is_some() { 206 } else { 200 }),
+                },
+            );
+        }
         result
     }
 }
@@ -121,10 +147,56 @@ impl<W: Wire> Operations for Limited<W> {
     async fn send(&self, req: Request<'_>) -> Result<Reply> {
         let mut permit = self.congestion.acquire(req.kind()).await;
         let bytes = req.body_len();
+        let logged = self
+            .log
+            .as_ref()
+            .map(|log| (log, Timer::start(), Logged::of(&req)));
         let result = self.wire.send(req).await;
         permit.moved(bytes);
         permit.finish(&result);
+        if let Some((log, t, l)) = logged {
+            let object_size = match &result {
+                Ok(Reply::Meta(m)) => Some(m.size),
+                _ => l.object_size,
+            };
+            log.record(
+                &t,
+                Outcome {
+                    op: l.op,
+                    uri: l.uri.as_ref(),
+                    range: l.grouped.then(|| "/".to_owned()),
+                    bytes,
+                    object_size,
+                    first_byte: None,
+                    result: result.as_ref().map(|_| 200),
+                },
+            );
+        }
         result
+    }
+}
+
+/// What a request's op-log line needs of it, taken before it is sent (sending consumes it).
+struct Logged {
+    op: &'static str,
+    uri: Option<ObjectUri>,
+    /// A listing grouped by `/`.
+    grouped: bool,
+    /// A PUT's size.
+    object_size: Option<u64>,
+}
+
+impl Logged {
+    fn of(req: &Request<'_>) -> Self {
+        Self {
+            op: req.name(),
+            uri: req.uri().cloned(),
+            grouped: matches!(req, Request::ListObjectsV2 { opts, .. } if !opts.recursive),
+            object_size: match req {
+                Request::PutObject { data, .. } => Some(data.len() as u64),
+                _ => None,
+            },
+        }
     }
 }
 

@@ -113,6 +113,7 @@ pub static ALL: &[&dyn Described] = &[
     &DOWNLOAD_CHECKSUMS,
     &THREADS,
     &LOG,
+    &OP_LOG,
     &HUGEPAGES,
     &MALLOC_TRIM,
     &POPULATE,
@@ -459,6 +460,21 @@ pub const LOG: Setting<String> = Setting {
         default: "warnings",
         doc: "a level (`info`, `debug`) or a filter (`sluice=debug,hyper=info`), on stderr; `-v` \
           and `-vv` are `info` and `debug`",
+    },
+    parse: text,
+};
+
+/// The op-log.
+pub const OP_LOG: Setting<String> = Setting {
+    info: Info {
+        name: "op-log",
+        env: &["SLUICE_OP_LOG"],
+        flag: Some("--op-log"),
+        python: None,
+        default: "off",
+        doc: "a file to write a line per request to, zstd-compressed TSV (`docs/oplog.md`); \
+          `{pid}` in its name is the process id, and a process that finds the file there \
+          writes `NAME.<pid>.EXT` beside it. `sluice bench --replay FILE` replays it",
     },
     parse: text,
 };

@@ -26,6 +26,13 @@ use pyo3::prelude::*;
 #[global_allocator]
 static ALLOC: sluice_loader::shm::PoolAlloc = sluice_loader::shm::PoolAlloc;
 
+/// Closes the op-log's open frame (`SLUICE_OP_LOG`), so that every line logged so far is
+/// readable; `sluice._oplog` calls it at exit.
+#[pyfunction]
+fn finish_op_log(py: Python<'_>) {
+    py.detach(sluice_core::oplog::finish_all);
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::install()?;
@@ -63,6 +70,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(npz::write_npz, m)?)?;
     m.add_function(wrap_pyfunction!(npz::random_npz, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::set_runtime_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(finish_op_log, m)?)?;
     parquet::register(m)?;
     aio::register(m)?;
     m.add("backends", sluice::registry::compiled())?;

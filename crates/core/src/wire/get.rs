@@ -168,6 +168,8 @@ pub struct BodySink<'a> {
     uri: &'a ObjectUri,
     seg: &'a mut Segment,
     head: Option<ResponseHead>,
+    /// When `begin` was called: the op-log's time to first byte.
+    began: Option<std::time::Instant>,
 }
 
 impl<'a> BodySink<'a> {
@@ -178,6 +180,7 @@ impl<'a> BodySink<'a> {
             uri,
             seg,
             head: None,
+            began: None,
         }
     }
 
@@ -187,6 +190,7 @@ impl<'a> BodySink<'a> {
             .expect_more(head.content_length)
             .map_err(|e| Error::integrity(self.uri.to_string(), e.to_string()))?;
         self.head = Some(head);
+        self.began = Some(std::time::Instant::now());
         Ok(())
     }
 
@@ -220,6 +224,11 @@ impl<'a> BodySink<'a> {
     /// The head recorded by `begin`; `None` until a response head arrived.
     pub fn head(&self) -> Option<&ResponseHead> {
         self.head.as_ref()
+    }
+
+    /// When the head arrived (`begin`); `None` until then.
+    pub fn began(&self) -> Option<std::time::Instant> {
+        self.began
     }
 
     /// The head recorded by `begin`, taken for the resumption loop to judge.

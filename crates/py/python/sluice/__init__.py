@@ -12,7 +12,7 @@ stack from S3_BACKEND (hyper, awssdk or objectstore; default hyper).
 Importing sluice does not import torch; `sluice.torch` does.
 """
 
-from . import _logging, _native
+from . import _logging, _native, _oplog
 from ._config import Config
 from ._io import ObjectReader, ObjectWriter, open
 from ._native import (
@@ -109,3 +109,5 @@ def __getattr__(name: str) -> str:
 
 
 _logging.start()
+
+_oplog.install()

@@ -62,6 +62,7 @@ __all__ = [
     "write_npz",
     "random_npz",
     "set_runtime_threads",
+    "finish_op_log",
     "_next_log",
     "parquet_row_groups",
     "bytes_view",
@@ -388,6 +389,8 @@ def write_npz(arrays: Sequence[Tuple[str, str, Sequence[int], bytes]]) -> bytes:
 def random_npz(shape: Sequence[int], descr: str, itemsize: int, num_samples: int) -> bytes:
     """An .npz with ``x`` of ``shape`` incompressible bytes and ``y`` int64 zeros."""
 
+def finish_op_log() -> None:
+    """Closes the op-log's open frame (``SLUICE_OP_LOG``); called at exit."""
 def set_runtime_threads(threads: int) -> bool:
     """I/O threads of this process; True if set before the runtime started."""
 
