@@ -96,15 +96,15 @@ impl Recording {
                     .join(" ")
             )));
         }
-        entries.sort_by_key(|e| e.start_unix_ns);
+        entries.sort_by_key(|e| e.start_unix_us);
         Ok(Self::from_entries(&entries))
     }
 
     fn from_entries(entries: &[Entry]) -> Self {
         let source = common_folder(entries.iter().map(|e| e.uri.as_str()));
         let rel = |uri: &str| uri.get(source.len()..).unwrap_or("").to_owned();
-        let t0 = entries[0].start_unix_ns;
-        let at = |e: &Entry| Duration::from_nanos(e.start_unix_ns.saturating_sub(t0));
+        let t0 = entries[0].start_unix_us;
+        let at = |e: &Entry| Duration::from_micros(e.start_unix_us.saturating_sub(t0));
         let mut requests: Vec<(Duration, Action)> = Vec::new();
         let mut skipped = BTreeMap::new();
         // Multipart uploads in progress: key -> (index in `requests`, bytes so far).
@@ -228,8 +228,8 @@ fn common_folder<'a>(uris: impl Iterator<Item = &'a str>) -> String {
 fn max_in_flight(entries: &[Entry]) -> usize {
     let mut edges: Vec<(u64, i32)> = Vec::with_capacity(entries.len() * 2);
     for e in entries {
-        edges.push((e.start_unix_ns, 1));
-        edges.push((e.start_unix_ns + e.duration_ns.max(1), -1));
+        edges.push((e.start_unix_us, 1));
+        edges.push((e.start_unix_us + e.duration_us.max(1), -1));
     }
     // Ends before starts at the same instant: touching requests do not overlap.
     edges.sort();
@@ -462,15 +462,15 @@ mod tests {
 
     fn e(start: u64, op: &str, uri: &str, range: Option<&str>, bytes: u64, dur: u64) -> Entry {
         Entry {
-            start_unix_ns: start,
+            start_unix_us: start,
             op: op.into(),
             uri: uri.into(),
             range: range.map(str::to_owned),
             bytes,
             object_size: None,
             status: 200,
-            first_byte_ns: None,
-            duration_ns: dur,
+            first_byte_us: None,
+            duration_us: dur,
             attempt: 1,
             error: String::new(),
         }
@@ -531,7 +531,7 @@ mod tests {
         assert_eq!(r.skipped, BTreeMap::from([("DeleteObjects".into(), 1)]));
         // Two at once, at most: 0..2 with 1..3, 1..3 with 2..3, the completion with the retry.
         assert_eq!(r.max_in_flight, 2);
-        assert_eq!(r.requests[3].0, Duration::from_nanos(6));
+        assert_eq!(r.requests[3].0, Duration::from_micros(6));
     }
 
     #[test]

@@ -193,6 +193,10 @@ pub(super) fn pass_store(
     if store.no_sign_request {
         cmd.arg("--no-sign-request");
     }
+    // Each worker logs beside the run's first log (`oplog`: NAME.<pid>.EXT, or its {pid}).
+    if let Some(p) = &store.op_log {
+        cmd.arg("--op-log").arg(p);
+    }
     if let Some((ak, sk)) = keys {
         cmd.env("AWS_ACCESS_KEY_ID", ak)
             .env("AWS_SECRET_ACCESS_KEY", sk)

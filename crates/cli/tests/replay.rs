@@ -100,7 +100,7 @@ async fn a_recorded_run_replays_onto_another_prefix_and_leaves_it_as_found() {
     );
     for g in &gets {
         assert!(g.status == 200 || g.status == 206, "{g:?}");
-        assert!(g.first_byte_ns.is_some_and(|f| f <= g.duration_ns), "{g:?}");
+        assert!(g.first_byte_us.is_some_and(|f| f <= g.duration_us), "{g:?}");
         assert!(
             g.object_size.is_some() && g.attempt == 1 && g.error.is_empty(),
             "{g:?}"

@@ -8,7 +8,7 @@
 //! written as a run of zstd frames, each closed within a second or a MiB of text, so what a
 //! killed process leaves is whole up to its last second; a process that ends normally
 //! closes its last frame (the CLI on exit; Python at interpreter exit and in each
-//! multiprocessing child). Lines are written in the order requests end; `start_unix_ns`
+//! multiprocessing child). Lines are written in the order requests end; `start_unix_us`
 //! orders them.
 //!
 //! Several processes never share a file: `{pid}` in the name is replaced by the process id,
@@ -16,33 +16,37 @@
 //! DataLoader worker, an earlier run) writes `NAME.<pid>.EXT` beside it and says so once.
 //! `sluice bench --replay` takes them all.
 
+// One `unsafe` call: registering the fork hook (`fork_generation`).
+#![allow(unsafe_code)]
+
 use crate::error::{Error, Result};
 use crate::uri::ObjectUri;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The columns, in order; the file's first line is them joined by tabs.
 pub const COLUMNS: [&str; 11] = [
-    "start_unix_ns",
+    "start_unix_us",
     "op",
     "uri",
     "range",
     "bytes",
     "object_size",
     "status",
-    "first_byte_ns",
-    "duration_ns",
+    "first_byte_us",
+    "duration_us",
     "attempt",
     "error",
 ];
 
-/// zstd's level: fast enough to stay out of the client's way, a dozen times smaller than
-/// the text for logs of similar keys.
-const LEVEL: i32 = 3;
+/// zstd's level: the fastest of the levels that compress these lines best (level 3, the
+/// default, is a third slower for no smaller a file; docs/benchmarks.md).
+const LEVEL: i32 = 1;
 /// A frame is closed after this much text...
 const FRAME_TEXT: usize = 1 << 20;
 /// ...or this long after it opened, whichever comes first.
@@ -51,8 +55,8 @@ const FRAME_TIME: Duration = Duration::from_secs(1);
 /// One request, as a line of the log says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// When the request was sent, in nanoseconds since the UNIX epoch.
-    pub start_unix_ns: u64,
+    /// When the request was sent, in microseconds since the UNIX epoch.
+    pub start_unix_us: u64,
     /// The S3 operation (`GetObject`, `PutObject`, `UploadPart`, `ListObjectsV2`, ...).
     pub op: String,
     /// The object, or the bucket and prefix of a listing (`s3://bucket/key`).
@@ -67,10 +71,10 @@ pub struct Entry {
     pub object_size: Option<u64>,
     /// The HTTP status; 0 when no answer came (a timeout, a broken connection).
     pub status: u16,
-    /// Nanoseconds from sending to the answer's head (GETs).
-    pub first_byte_ns: Option<u64>,
-    /// Nanoseconds from sending to the end of the body.
-    pub duration_ns: u64,
+    /// Microseconds from sending to the answer's head (GETs).
+    pub first_byte_us: Option<u64>,
+    /// Microseconds from sending to the end of the body.
+    pub duration_us: u64,
     /// 1 for a call's first request, 2 for its first retry or resumption, ...
     pub attempt: u32,
     /// Empty on success, else the failure's kind (`HTTP 503 SlowDown`, `timeout first-byte`).
@@ -97,18 +101,31 @@ fn attempt() -> u32 {
 /// A request being timed for the log.
 #[derive(Debug, Clone, Copy)]
 pub struct Timer {
-    wall: SystemTime,
     at: Instant,
 }
 
 impl Timer {
     /// Starts timing a request sent now.
     pub fn start() -> Self {
-        Self {
-            wall: SystemTime::now(),
-            at: Instant::now(),
-        }
+        Self { at: Instant::now() }
     }
+}
+
+/// Forks this process has gone through, counted in each child by a `pthread_atfork` hook: a
+/// log opened at another count was inherited from the parent. (Asking the process id on each
+/// request is a system call: a sixth of what a line cost.)
+fn fork_generation() -> u64 {
+    static FORKS: AtomicU64 = AtomicU64::new(0);
+    static HOOK: Once = Once::new();
+    extern "C" fn forked() {
+        FORKS.fetch_add(1, Ordering::Relaxed);
+    }
+    HOOK.call_once(|| {
+        // SAFETY: registers a child handler that only bumps an atomic (async-signal-safe);
+        // no pointers are passed.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    });
+    FORKS.load(Ordering::Relaxed)
 }
 
 /// What a finished request's line says beside its timing.
@@ -133,9 +150,15 @@ pub struct Outcome<'a> {
 /// An open op-log of this process: where its lines go.
 pub struct OpLog {
     path: PathBuf,
-    /// The process that opened it: a forked child inherits the handle, never writes through
-    /// it and never closes its frame (the parent's bytes in it are the parent's to write).
+    /// The process that opened it, and its fork count then (`fork_generation`): a forked
+    /// child inherits the handle, never writes through it and never closes its frame (the
+    /// parent's bytes in it are the parent's to write).
     owner: u32,
+    generation: u64,
+    /// The wall clock at `opened`: a line's start is `wall + (start - opened)`, one clock
+    /// read per request fewer.
+    wall: SystemTime,
+    opened: Instant,
     sink: Mutex<Sink>,
 }
 
@@ -220,6 +243,9 @@ impl OpLog {
         Ok(Self {
             path,
             owner: pid,
+            generation: fork_generation(),
+            wall: SystemTime::now(),
+            opened: Instant::now(),
             sink: Mutex::new(sink),
         })
     }
@@ -233,16 +259,21 @@ impl OpLog {
         self.sink.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether this process opened the log (not a child that inherited it).
+    fn mine(&self) -> bool {
+        fork_generation() == self.generation
+    }
+
     /// Writes the line of a request timed by `t`.
     pub fn record(&self, t: &Timer, o: Outcome<'_>) {
-        if std::process::id() != self.owner {
+        if !self.mine() {
             return;
         }
-        let end = Instant::now();
-        let start_ns = t
-            .wall
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let micros = |d: Duration| d.as_micros() as u64;
+        let since = |i: Instant| micros(i.saturating_duration_since(t.at));
+        let duration = since(Instant::now());
+        let start = self.wall + t.at.saturating_duration_since(self.opened);
+        let start = start.duration_since(UNIX_EPOCH).map_or(0, micros);
         let (status, error) = match o.result {
             Ok(status) => (status, String::new()),
             Err(e) => (e.http_status().unwrap_or(0), e.kind_label()),
@@ -253,28 +284,34 @@ impl OpLog {
         }
         let l = &mut sink.line;
         l.clear();
-        let _ = write!(l, "{start_ns}\t{}\t", o.op);
+        // The columns, in `COLUMNS`' order; numbers by itoa (core::fmt's are a tenth of a
+        // line's cost).
+        let mut n = itoa::Buffer::new();
+        let mut num = |l: &mut String, v: Option<u64>| {
+            if let Some(v) = v {
+                l.push_str(n.format(v));
+            }
+            l.push('\t');
+        };
+        num(l, Some(start));
+        l.push_str(o.op);
+        l.push('\t');
         if let Some(u) = o.uri {
-            escape(l, &u.to_string());
+            let at = l.len();
+            let _ = write!(l, "{u}");
+            escape_from(l, at);
         }
         l.push('\t');
         if let Some(r) = &o.range {
             escape(l, r);
         }
-        let _ = write!(l, "\t{}\t", o.bytes);
-        if let Some(s) = o.object_size {
-            let _ = write!(l, "{s}");
-        }
-        let _ = write!(l, "\t{status}\t");
-        if let Some(fb) = o.first_byte {
-            let _ = write!(l, "{}", fb.saturating_duration_since(t.at).as_nanos());
-        }
-        let _ = write!(
-            l,
-            "\t{}\t{}\t",
-            end.saturating_duration_since(t.at).as_nanos(),
-            attempt()
-        );
+        l.push('\t');
+        num(l, Some(o.bytes));
+        num(l, o.object_size);
+        num(l, Some(u64::from(status)));
+        num(l, o.first_byte.map(since));
+        num(l, Some(duration));
+        num(l, Some(u64::from(attempt())));
         escape(l, &error);
         l.push('\n');
         sink.flush_line(&self.path, false);
@@ -282,7 +319,7 @@ impl OpLog {
 
     /// Closes the frame being written, so that everything logged so far is readable.
     pub fn finish_frame(&self) {
-        if std::process::id() == self.owner {
+        if self.mine() {
             self.sink().close_frame(&self.path);
         }
     }
@@ -337,8 +374,9 @@ impl Sink {
 
 impl Drop for OpLog {
     fn drop(&mut self) {
+        let mine = self.mine();
         let sink = self.sink.get_mut().unwrap_or_else(|p| p.into_inner());
-        if std::process::id() == self.owner {
+        if mine {
             sink.close_frame(&self.path);
         } else if let Some(frame) = sink.frame.take() {
             // The parent's unwritten bytes: dropping the encoder would write them.
@@ -373,8 +411,25 @@ fn with_pid(path: &Path, pid: u32) -> PathBuf {
     path.with_file_name(renamed)
 }
 
-/// Writes `s` with `%`, tab, newline and carriage return as `%XX`: a key may hold any of them.
+/// Whether `b` is written as `%XX`: `%`, tab, newline, carriage return (a key may hold any).
+fn escaped(b: u8) -> bool {
+    matches!(b, b'%' | b'\t' | b'\n' | b'\r')
+}
+
+/// Escapes what was written into `out` from `at` on, in place (most keys need nothing).
+fn escape_from(out: &mut String, at: usize) {
+    if out.as_bytes()[at..].iter().any(|b| escaped(*b)) {
+        let tail = out.split_off(at);
+        escape(out, &tail);
+    }
+}
+
+/// Writes `s` with `%`, tab, newline and carriage return as `%XX`.
 fn escape(out: &mut String, s: &str) {
+    if !s.bytes().any(escaped) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '%' | '\t' | '\n' | '\r' => {
@@ -469,7 +524,7 @@ fn parse_line(line: &str) -> std::result::Result<Entry, String> {
         return Err("op: empty".into());
     }
     Ok(Entry {
-        start_unix_ns: num(&f, 0)?,
+        start_unix_us: num(&f, 0)?,
         op: f[1].to_owned(),
         uri: unescape(f[2]).map_err(|e| format!("uri: {e}"))?,
         range: (!f[3].is_empty())
@@ -479,8 +534,8 @@ fn parse_line(line: &str) -> std::result::Result<Entry, String> {
         bytes: num(&f, 4)?,
         object_size: opt(5)?,
         status: num(&f, 6)?,
-        first_byte_ns: opt(7)?,
-        duration_ns: num(&f, 8)?,
+        first_byte_us: opt(7)?,
+        duration_us: num(&f, 8)?,
         attempt: num(&f, 9)?,
         error: unescape(f[10]).map_err(|e| format!("error: {e}"))?,
     })
@@ -492,15 +547,15 @@ mod tests {
 
     fn entry(i: u64) -> Entry {
         Entry {
-            start_unix_ns: 1_700_000_000_000_000_000 + i,
+            start_unix_us: 1_700_000_000_000_000_000 + i,
             op: "GetObject".into(),
             uri: format!("s3://b/dir/k%\t\n{i}"),
             range: Some("0..100".into()),
             bytes: 100,
             object_size: Some(1000),
             status: 206,
-            first_byte_ns: Some(5),
-            duration_ns: 9,
+            first_byte_us: Some(5),
+            duration_us: 9,
             attempt: 1,
             error: String::new(),
         }

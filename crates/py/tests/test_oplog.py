@@ -54,7 +54,7 @@ def test_a_process_and_its_forked_child_each_leave_a_whole_log(server, prefix, t
     got = {}
     for f in files:
         header, *rows = lines(f)
-        assert header.split("\t")[:3] == ["start_unix_ns", "op", "uri"]
+        assert header.split("\t")[:3] == ["start_unix_us", "op", "uri"]
         for r in rows:
             cols = r.split("\t")
             assert len(cols) == 11, r
