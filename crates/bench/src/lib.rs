@@ -499,6 +499,12 @@ async fn replay_rows(a: &BenchArgs, plan: &Plan, t: &Target) -> Result<Vec<OpsRo
             rec.skipped
         );
     }
+    if !rec.recorded_failures.is_empty() {
+        eprintln!(
+            "replay: these failed when recorded (a faithful replay fails alike): {:?}",
+            rec.recorded_failures
+        );
+    }
     let target = replay::Target {
         store: t.store.clone(),
         prefix,

@@ -75,6 +75,9 @@ pub struct Recording {
     pub max_in_flight: usize,
     /// Requests not replayed, by operation.
     pub skipped: BTreeMap<String, u64>,
+    /// How the replayed requests ended when recorded: failures by kind (a replay that
+    /// fails as often, the same way, is faithful).
+    pub recorded_failures: BTreeMap<String, u64>,
     /// The folder the keys were relative to.
     pub source: String,
 }
@@ -111,6 +114,7 @@ impl Recording {
         let mut uploads: HashMap<String, (usize, u64)> = HashMap::new();
         let mut written = BTreeSet::new();
         let mut setup: BTreeMap<String, u64> = BTreeMap::new();
+        let mut recorded_failures = BTreeMap::new();
         for e in entries.iter().filter(|e| e.attempt <= 1) {
             let key = rel(&e.uri);
             let action = match e.op.as_str() {
@@ -170,6 +174,9 @@ impl Recording {
                 }
                 _ => {}
             }
+            if !e.error.is_empty() {
+                *recorded_failures.entry(e.error.clone()).or_default() += 1;
+            }
             requests.push((at(e), action));
         }
         Self {
@@ -177,6 +184,7 @@ impl Recording {
             requests,
             setup,
             skipped,
+            recorded_failures,
             source,
         }
     }
@@ -529,6 +537,16 @@ mod tests {
             BTreeMap::from([("train/a".into(), 10), ("train/b".into(), 200)])
         );
         assert_eq!(r.skipped, BTreeMap::from([("DeleteObjects".into(), 1)]));
+        assert!(r.recorded_failures.is_empty());
+        let mut failed = log[1].clone();
+        failed.error = "HTTP 416 InvalidRange".into();
+        let one = Recording::from_entries(&[log[0].clone(), failed]);
+        assert_eq!(
+            one.recorded_failures,
+            BTreeMap::from([("HTTP 416 InvalidRange".into(), 1)])
+        );
+        // A read that failed when recorded needs no object made for it.
+        assert_eq!(one.setup, BTreeMap::from([("a".into(), 10)]));
         // Two at once, at most: 0..2 with 1..3, 1..3 with 2..3, the completion with the retry.
         assert_eq!(r.max_in_flight, 2);
         assert_eq!(r.requests[3].0, Duration::from_micros(6));
