@@ -391,6 +391,7 @@ def random_npz(shape: Sequence[int], descr: str, itemsize: int, num_samples: int
 
 def finish_op_log() -> None:
     """Closes the op-log's open frame (``SLUICE_OP_LOG``); called at exit."""
+
 def set_runtime_threads(threads: int) -> bool:
     """I/O threads of this process; True if set before the runtime started."""
 
