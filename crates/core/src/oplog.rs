@@ -5,8 +5,9 @@
 //!
 //! The file is zstd-compressed TSV: a header line naming the columns ([`COLUMNS`]), then one
 //! line per request, attempts and resumptions included, as [`Entry`] describes. It is
-//! written as a run of zstd frames, each closed within a second or a MiB of text, so what a
-//! killed process leaves is whole up to its last second; a process that ends normally
+//! written as a run of zstd frames, each closed by the first line written a second or a MiB
+//! of text after it opened, so a killed process loses at most the frame then open (a
+//! second's requests, or those since it last sent one); a process that ends normally
 //! closes its last frame (the CLI on exit; Python at interpreter exit and in each
 //! multiprocessing child). Lines are written in the order requests end; `start_unix_us`
 //! orders them.
