@@ -48,7 +48,19 @@ pub fn map_error(
                 r.region.as_deref(),
             );
         }
-        return error_reply(&u, r.status, &r.body, r.request_id.clone());
+        let e = error_reply(&u, r.status, &r.body, r.request_id.clone());
+        return match e {
+            // Azure's answer to a PUT with `If-None-Match: *` whose blob exists: S3 and GCS
+            // answer 412, which is what `PutMode::Create` promises.
+            Error::Service {
+                status: 409,
+                ref code,
+                ..
+            } if code == "BlobAlreadyExists" => {
+                Error::from_service(u, 412, "PreconditionFailed", e.to_string(), None)
+            }
+            e => e,
+        };
     }
     if whole_object(&e) {
         return Error::integrity(u, WholeObject.to_string());
@@ -80,6 +92,27 @@ pub fn map_error(
     // Our credential chain, called by object_store before sending.
     if find_source::<Error>(&e).is_some() {
         return Error::transport(u, error_chain(&e));
+    }
+    // What object_store read from a reply's body rather than its status: an Azure batch
+    // delete's answer for one key.
+    match &e {
+        object_store::Error::NotFound { .. } => {
+            return Error::NotFound {
+                uri: u,
+                code: "NotFound".into(),
+            };
+        }
+        object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
+            return Error::from_service(u, 412, "PreconditionFailed", error_chain(&e), None);
+        }
+        object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented { .. } => {
+            return Error::unsupported(u, "objectstore", &error_chain(&e));
+        }
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => {
+            return Error::from_service(u, 403, "AccessDenied", error_chain(&e), None);
+        }
+        _ => {}
     }
     match refused {
         Refused::Integrity => Error::integrity(u, error_chain(&e)),

@@ -103,6 +103,20 @@ impl HttpService for Service {
         if ranged && status == http::StatusCode::OK {
             return Err(HttpError::new(HttpErrorKind::Unknown, WholeObject));
         }
+        if ranged && status == http::StatusCode::PARTIAL_CONTENT && empty_range(&res) {
+            // Azurite answers a range that begins at the object's end (`bytes=0-` of an
+            // empty blob) with a 206 of `bytes 0--1/0`, where Azure and S3 answer 416.
+            return Err(HttpError::new(
+                HttpErrorKind::Unknown,
+                ErrorReply {
+                    status: 416,
+                    request_id: None,
+                    location: None,
+                    region: None,
+                    body: Bytes::new(),
+                },
+            ));
+        }
         // A redirect is an answer to report, as hyper's wire does (see `Connector`).
         let redirect = status.is_redirection() && status != http::StatusCode::NOT_MODIFIED;
         if status.as_u16() < 400 && !redirect {
@@ -114,7 +128,7 @@ impl HttpService for Service {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let request_id = header("x-amz-request-id");
+        let request_id = header("x-amz-request-id").or_else(|| header("x-ms-request-id"));
         let location = header("location");
         let region = header("x-amz-bucket-region");
         let mut body = BytesMut::new();
@@ -140,4 +154,26 @@ impl HttpService for Service {
             },
         ))
     }
+}
+
+/// Whether a 206's `Content-Range` names no byte (`bytes 5-4/5`, `bytes 0--1/0`).
+fn empty_range(res: &HttpResponse) -> bool {
+    let Some(v) = res
+        .headers()
+        .get(http::header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let span = v
+        .trim()
+        .strip_prefix("bytes ")
+        .and_then(|r| r.split_once('/'));
+    let Some((first, last)) = span.and_then(|(range, _)| {
+        let (a, b) = range.split_once('-')?;
+        Some((a.parse::<i64>().ok()?, b.parse::<i64>().ok()?))
+    }) else {
+        return false;
+    };
+    last < first
 }

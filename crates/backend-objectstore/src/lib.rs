@@ -1,5 +1,8 @@
-//! sluice-backend-objectstore: the `ObjectStore` trait over Apache object_store's
-//! `AmazonS3`, built from the same `StoreConfig` as every backend.
+//! sluice-backend-objectstore: the `ObjectStore` trait over Apache object_store's stores:
+//! `AmazonS3` for `s3://` (built from the same `StoreConfig` as every backend), and
+//! `MicrosoftAzure` for `az://` and `GoogleCloudStorage` for `gs://`, each configured from
+//! its cloud's own environment (`azure`, `gcp`). One wire serves the three ([`Provider`]
+//! says what differs).
 //!
 //! object_store addresses one bucket per store, so a store is built per bucket on first
 //! use. Its own retries are off: core's policy layer (`S3Store`) retries, resumes bodies,
@@ -9,22 +12,31 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod aws;
+mod env;
 mod errors;
 mod http;
 
 pub mod attributes;
+pub mod azure;
+pub mod gcp;
+
+pub use aws::Aws;
+pub use azure::Azure;
+pub use gcp::Gcs;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use errors::{Refused, map_error, range_not_satisfiable, whole_object};
 use futures::{FutureExt as _, StreamExt as _};
-use object_store::aws::{AmazonS3, AmazonS3Builder, AwsCredential};
-use object_store::list::{PaginatedListOptions, PaginatedListStore as _};
-use object_store::multipart::{MultipartStore as _, PartId};
+use object_store::list::PaginatedListOptions;
+use object_store::list::PaginatedListStore;
+use object_store::multipart::MultipartStore;
+use object_store::multipart::PartId;
 use object_store::path::Path;
 use object_store::{
-    ClientOptions, CredentialProvider, GetRange, ObjectStore as _, ObjectStoreExt as _,
-    PutMultipartOptions, RetryConfig, UpdateVersion,
+    ClientOptions, GetRange, ObjectStore as _, ObjectStoreExt as _, PutMultipartOptions,
+    RetryConfig, UpdateVersion,
 };
 use sluice_core::checksum::Crc;
 use sluice_core::listing::{ListOptions, ListPage, UploadMarker, UploadsPage};
@@ -32,8 +44,8 @@ use sluice_core::unsupported;
 use sluice_core::wire::{BodySink, GetRequest, GetWire, ResponseHead};
 use sluice_core::wire::{Handlers, UploadedPart};
 use sluice_core::{
-    Attributes, ByteRange, CredentialsCache, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo,
-    PutMode, PutOptions, Result, S3Store, StoreConfig, Wire, WireFromConfig,
+    Attributes, ByteRange, Error, ListEntry, ObjectMeta, ObjectUri, PutInfo, PutMode, PutOptions,
+    Result, S3Store, StoreConfig, Wire, WireFromConfig,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,44 +53,60 @@ use std::sync::{Arc, Mutex};
 /// The object_store backend's store: core's policy layer over `ObjectStoreWire`.
 pub type ObjectStoreBackend = S3Store<ObjectStoreWire>;
 
-/// One request at a time through object_store's `AmazonS3` (its own retries off).
-#[derive(Debug)]
-pub struct ObjectStoreWire {
-    cfg: StoreConfig,
-    /// The HTTP client's settings, the CA bundle parsed once.
-    http: http::Settings,
-    stores: Arc<Mutex<HashMap<String, Arc<AmazonS3>>>>,
+/// What differs between the object stores one wire speaks to: the store object_store builds
+/// for a bucket, from what configuration.
+pub trait Provider: Sized + Send + Sync + std::fmt::Debug + 'static {
+    /// object_store's client of one bucket (or container).
+    type Store: object_store::ObjectStore + MultipartStore + PaginatedListStore;
+
+    /// Reads what the store needs beyond `cfg` (its cloud's environment), refusing here,
+    /// before any request, what is missing.
+    fn from_config(cfg: &StoreConfig) -> Result<Self>;
+
+    /// Builds the client of `bucket`, sending through `client`.
+    fn build(&self, cfg: &StoreConfig, client: Client, bucket: &str) -> Result<Self::Store>;
+
+    /// Whether object_store deletes a batch as one request per key (each key's error its
+    /// own) rather than as S3's one DeleteObjects (whose error is the whole request's).
+    const ONE_REQUEST_PER_KEY: bool = true;
 }
 
-/// Our credentials cache as object_store's provider, so both stacks see the same chain.
+/// How every store's HTTP client is built: ours (`http::Connector`), with object_store's own
+/// retries off (core's policy layer retries, as for every backend).
 #[derive(Debug)]
-struct Credentials(CredentialsCache);
+pub struct Client {
+    connector: http::Connector,
+}
 
-#[async_trait]
-impl CredentialProvider for Credentials {
-    type Credential = AwsCredential;
-    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
-        let c = self
-            .0
-            .get("object_store")
-            .await
-            .map_err(|e| object_store::Error::Generic {
-                store: "S3",
-                source: Box::new(e),
-            })?;
-        let c = c.ok_or_else(|| object_store::Error::Generic {
-            store: "S3",
-            source: "anonymous access has no credentials".into(),
-        })?;
-        Ok(Arc::new(AwsCredential {
-            key_id: c.access_key_id().to_owned(),
-            secret_key: c.secret_access_key().to_owned(),
-            token: c.session_token().map(str::to_owned),
-        }))
+impl Client {
+    /// object_store's options: plain http allowed only for an `http://` endpoint. No
+    /// whole-request timeout: it would cut off large bodies on slow links; the body's stall
+    /// timeout is enforced per chunk in `get_object`.
+    fn options(allow_http: bool) -> ClientOptions {
+        ClientOptions::new().with_allow_http(allow_http)
+    }
+
+    /// One attempt per call.
+    fn retry() -> RetryConfig {
+        RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        }
     }
 }
 
-impl WireFromConfig for ObjectStoreWire {
+/// One request at a time through an object_store store (its own retries off): `AmazonS3`
+/// unless `P` says otherwise.
+#[derive(Debug)]
+pub struct ObjectStoreWire<P: Provider = Aws> {
+    cfg: StoreConfig,
+    provider: P,
+    /// The HTTP client's settings, the CA bundle parsed once.
+    http: http::Settings,
+    stores: Arc<Mutex<HashMap<String, Arc<P::Store>>>>,
+}
+
+impl<P: Provider> WireFromConfig for ObjectStoreWire<P> {
     fn from_config(cfg: StoreConfig) -> Result<Self> {
         let roots = match cfg.read_ca_bundle()? {
             Some(pem) => reqwest::Certificate::from_pem_bundle(&pem)
@@ -93,6 +121,7 @@ impl WireFromConfig for ObjectStoreWire {
             roots,
         };
         let this = Self {
+            provider: P::from_config(&cfg)?,
             cfg,
             http,
             stores: Arc::default(),
@@ -103,39 +132,12 @@ impl WireFromConfig for ObjectStoreWire {
     }
 }
 
-impl ObjectStoreWire {
-    fn build(&self, bucket: &str) -> Result<AmazonS3> {
-        let cfg = &self.cfg;
-        let endpoint = cfg.endpoint_url();
-        // The HTTP client is ours (`http::Connector`); object_store's options only say
-        // whether plain http is allowed. No whole-request timeout: it would cut off large
-        // bodies on slow links; the body's stall timeout is enforced per chunk in
-        // `get_object`.
-        let opts = ClientOptions::new().with_allow_http(endpoint.scheme() == "http");
-        let connector = http::Connector(self.http.clone());
-        // One attempt per call: core's policy layer retries, as for every backend.
-        let retry = RetryConfig {
-            max_retries: 0,
-            ..Default::default()
+impl<P: Provider> ObjectStoreWire<P> {
+    fn build(&self, bucket: &str) -> Result<P::Store> {
+        let client = Client {
+            connector: http::Connector(self.http.clone()),
         };
-        let mut b = AmazonS3Builder::new()
-            .with_bucket_name(bucket)
-            .with_region(&cfg.region)
-            .with_virtual_hosted_style_request(!cfg.path_style)
-            .with_allow_http(endpoint.scheme() == "http")
-            .with_unsigned_payload(true)
-            .with_client_options(opts)
-            .with_http_connector(connector)
-            .with_retry(retry);
-        if let Some(ep) = &cfg.endpoint {
-            b = b.with_endpoint(ep.as_str().trim_end_matches('/'));
-        }
-        b = match cfg.credentials.provider() {
-            Some(_) => b.with_credentials(Arc::new(Credentials(cfg.credentials.clone()))),
-            None => b.with_skip_signature(true),
-        };
-        b.build()
-            .map_err(|e| Error::config("object_store", e.to_string()))
+        self.provider.build(&self.cfg, client, bucket)
     }
 
     /// Maps a failed request's error (other than a GET's) to ours, naming `uri`.
@@ -143,7 +145,7 @@ impl ObjectStoreWire {
         |e| map_error(uri, &self.cfg.timeouts, e, Refused::Transport)
     }
 
-    fn store(&self, bucket: &str) -> Result<Arc<AmazonS3>> {
+    fn store(&self, bucket: &str) -> Result<Arc<P::Store>> {
         let mut stores = self.stores.lock().expect("store map lock");
         if let Some(s) = stores.get(bucket) {
             return Ok(s.clone());
@@ -184,7 +186,7 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
 }
 
 #[async_trait]
-impl GetWire for ObjectStoreWire {
+impl<P: Provider> GetWire for ObjectStoreWire<P> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let store = self.store(req.uri.bucket())?;
         // A whole object is asked for as `bytes=0-`: object_store then checks the reply's
@@ -240,7 +242,7 @@ impl GetWire for ObjectStoreWire {
 /// object_store's low-level multipart calls, so uploads run through core's one multipart
 /// loop and streaming writer like every backend's.
 #[async_trait]
-impl Handlers for ObjectStoreWire {
+impl<P: Provider> Handlers for ObjectStoreWire<P> {
     fn stack(&self) -> &'static str {
         "objectstore"
     }
@@ -402,10 +404,12 @@ impl Handlers for ObjectStoreWire {
         ListPage::new(&prefix.to_string(), entries, truncated, page.page_token)
     }
     async fn delete_object(&self, uri: &ObjectUri) -> Result<()> {
-        self.store(uri.bucket())?
+        let r = self
+            .store(uri.bucket())?
             .delete(&path(uri)?)
             .await
-            .map_err(self.err(uri))
+            .map_err(self.err(uri));
+        deleted(r)
     }
     /// object_store's `delete_stream` sends one DeleteObjects per 1,000 paths and yields
     /// either one result per path (the request answered) or a single error (it did not).
@@ -447,10 +451,13 @@ impl Handlers for ObjectStoreWire {
             };
         // One result per key sent, each a key's refusal, when the request was answered;
         // otherwise (or for an error that is not a key's) the request failed as a whole.
+        // S3 answers one DeleteObjects; Azure one batch whose keys are each answered as a
+        // request; GCS one DELETE per key: their errors are the keys'.
+        let per_key = |e: &object_store::Error| P::ONE_REQUEST_PER_KEY || is_key_refusal(e);
         if results.len() != sent.len()
             || results
                 .iter()
-                .any(|r| r.as_ref().is_err_and(|e| !is_key_refusal(e)))
+                .any(|r| r.as_ref().is_err_and(|e| !per_key(e)))
         {
             let e = results.into_iter().find_map(|r| r.err());
             return Err(match e {
@@ -458,11 +465,17 @@ impl Handlers for ObjectStoreWire {
                 None => Error::transport(first.to_string(), "DeleteObjects answered no result"),
             });
         }
-        refused.extend(
-            sent.iter()
-                .zip(results)
-                .filter_map(|((uri, _), r)| r.err().map(|e| key_refused(uri, &e))),
-        );
+        for ((uri, _), r) in sent.iter().zip(results) {
+            let Err(e) = r else { continue };
+            let e = if P::ONE_REQUEST_PER_KEY {
+                self.err(uri)(e)
+            } else {
+                key_refused(uri, &e)
+            };
+            if let Err(e) = deleted(Err(e)) {
+                refused.push(e);
+            }
+        }
         Ok(refused)
     }
     async fn copy_object(&self, from: &ObjectUri, to: &ObjectUri) -> Result<Option<PutInfo>> {
@@ -494,13 +507,26 @@ impl Handlers for ObjectStoreWire {
     }
 }
 
-impl Wire for ObjectStoreWire {
+impl<P: Provider> Wire for ObjectStoreWire<P> {
     fn backend(&self) -> &'static str {
         "objectstore"
     }
 
     fn config(&self) -> &StoreConfig {
         &self.cfg
+    }
+}
+
+/// A delete's outcome as S3 gives it: deleting an object that is not there succeeds. Azure
+/// and GCS answer 404 for it; a missing bucket or container stays an error.
+fn deleted(r: Result<()>) -> Result<()> {
+    match r {
+        Err(Error::NotFound { code, .. })
+            if !matches!(code.as_str(), "NoSuchBucket" | "ContainerNotFound") =>
+        {
+            Ok(())
+        }
+        r => r,
     }
 }
 

@@ -322,7 +322,7 @@ fn destination(job: &Job, dst: &ObjectUri, many: bool) -> Result<Dest, String> {
         });
     }
     let mut confined = None;
-    if dst.scheme() != sluice_core::Scheme::S3 {
+    if !dst.scheme().is_object_store() {
         let why = |why: String| format!("{}: {why}", job.src);
         match crate::outdir::target(&job.rel).map_err(why)? {
             crate::outdir::Target::File(segments) => {

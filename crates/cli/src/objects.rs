@@ -9,7 +9,7 @@ use sluice_console::output::{Failure, cpu_s_per_gb, mb_per_s, progress};
 use sluice_console::rusage;
 use sluice_core::ObjectStoreExt;
 use sluice_core::wire::{MAX_DELETE_BATCH, Request};
-use sluice_core::{ListEntry, ObjectStore, ObjectUri, Scheme};
+use sluice_core::{ListEntry, ObjectStore, ObjectUri};
 use sluice_loader::{BufferPool, Dataset, Item, StatsSnapshot};
 use std::collections::HashMap;
 use std::io::Write;
@@ -40,7 +40,7 @@ pub struct LsArgs {
 pub async fn ls(a: LsArgs) -> Result<(), Failure> {
     let store = a.store.open_for(&[&a.uri]).await?;
     let uri = parse_uri(&a.uri)?;
-    if uri.scheme() == Scheme::S3 && uri.key().is_empty() {
+    if uri.scheme().is_object_store() && uri.key().is_empty() {
         bucket_exists(store.as_ref(), &uri).await?;
     }
     let (human, json) = (a.human, a.json);
@@ -474,8 +474,8 @@ pub async fn rm(a: RmArgs) -> Result<(), Failure> {
         while let Some(e) = listed.try_next().await? {
             if let ListEntry::Object(m) = e {
                 match uri.scheme() {
-                    Scheme::S3 => targets.push(m.uri),
-                    Scheme::File | Scheme::Direct => local.push((uri.clone(), m.uri)),
+                    s if s.is_object_store() => targets.push(m.uri),
+                    _ => local.push((uri.clone(), m.uri)),
                 }
             }
         }

@@ -44,22 +44,23 @@ impl StoreArgs {
         Ok(sluice::registry::open(self.backend.as_deref(), cfg)?)
     }
 
-    /// As `config`, for a command on `uris`: when none of them is an `s3://` URI the work is
-    /// local and looks up no AWS configuration at all (no profile files, no credentials
-    /// chain, no instance metadata, whose absence would only be reported as noise).
+    /// As `config`, for a command on `uris`: when none of them is an `s3://` URI no AWS
+    /// configuration is looked up at all (no profile files, no credentials chain, no instance
+    /// metadata, whose absence would only be reported as noise); the settings that apply to
+    /// any store (timeouts, retries, the op-log) still are, for `az://` and `gs://`.
     pub async fn config_for(&self, uris: &[&str]) -> Result<StoreConfig, Failure> {
         let s3 = |u: &&str| u.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("s3://"));
         if uris.iter().any(s3) {
             return self.config().await;
         }
-        // No AWS configuration to resolve, but the settings that apply to any store (the
-        // loader's, the runtime's) are checked as a client's would be.
-        sluice_core::settings::check(&|k| std::env::var(k).ok())?;
-        Ok(StoreConfig::new(
-            None,
-            sluice_core::config::DEFAULT_REGION,
-            sluice_core::CredentialsCache::anonymous(),
-        ))
+        let mut cfg = StoreConfig::policy_from_env()?;
+        if let Some(c) = &self.ca_bundle {
+            cfg.ca_bundle = Some(c.clone());
+        }
+        if let Some(p) = &self.op_log {
+            cfg.op_log = Some(sluice_core::oplog::OpLog::shared(p)?);
+        }
+        Ok(cfg)
     }
 
     /// The environment's configuration with this command line's overrides.

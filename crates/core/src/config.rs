@@ -310,22 +310,40 @@ impl StoreConfig {
         if let Some(b) = settings::PATH_STYLE.read(&get)? {
             cfg.path_style = b;
         }
-        if let Some(d) = settings::CONNECT_TIMEOUT.read(&get)? {
+        cfg.apply_policy(&get)?;
+        Ok(cfg)
+    }
+
+    /// The settings of `from_env` that are not S3's (timeouts, retries, part sizes, limits,
+    /// checksums, the op-log), with no endpoint and no credentials: the policy an Azure or
+    /// GCS store is built under when no `s3://` URI is in the work.
+    pub fn policy_from_env() -> Result<Self> {
+        let get = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        settings::check(&get)?;
+        let mut cfg = Self::new(None, DEFAULT_REGION, CredentialsCache::anonymous());
+        cfg.apply_policy(&get)?;
+        Ok(cfg)
+    }
+
+    fn apply_policy(&mut self, get: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        let cfg = self;
+        let value = |s: &settings::Setting<String>| s.lookup(get);
+        if let Some(d) = settings::CONNECT_TIMEOUT.read(get)? {
             cfg.timeouts.connect = d;
         }
-        if let Some(d) = settings::FIRST_BYTE_TIMEOUT.read(&get)? {
+        if let Some(d) = settings::FIRST_BYTE_TIMEOUT.read(get)? {
             cfg.timeouts.first_byte = d;
         }
-        if let Some(d) = settings::STALL_TIMEOUT.read(&get)? {
+        if let Some(d) = settings::STALL_TIMEOUT.read(get)? {
             cfg.timeouts.stall = d;
         }
-        if let Some(n) = settings::MAX_ATTEMPTS.read(&get)? {
+        if let Some(n) = settings::MAX_ATTEMPTS.read(get)? {
             cfg.retry.max_attempts = n;
         }
-        if let Some(n) = settings::MULTIPART_THRESHOLD.read(&get)? {
+        if let Some(n) = settings::MULTIPART_THRESHOLD.read(get)? {
             cfg.multipart_threshold = n;
         }
-        if let Some(n) = settings::MULTIPART_PART_SIZE.read(&get)? {
+        if let Some(n) = settings::MULTIPART_PART_SIZE.read(get)? {
             if n < MIN_PART_SIZE {
                 return Err(Error::config(
                     settings::MULTIPART_PART_SIZE.info.env[0],
@@ -334,27 +352,27 @@ impl StoreConfig {
             }
             cfg.multipart_part_size = n;
         }
-        cfg.parts_in_flight = settings::PARTS_IN_FLIGHT.read(&get)?;
+        cfg.parts_in_flight = settings::PARTS_IN_FLIGHT.read(get)?;
         if let Some((_, path)) = value(&settings::OP_LOG) {
             cfg.op_log = Some(OpLog::shared(Path::new(&path))?);
         }
-        if let Some(b) = settings::HTTP2.read(&get)? {
+        if let Some(b) = settings::HTTP2.read(get)? {
             cfg.http2 = b;
         }
-        if let Some(b) = settings::DIRECT_GET.read(&get)? {
+        if let Some(b) = settings::DIRECT_GET.read(get)? {
             cfg.direct_get = b;
         }
-        if let Some(n) = settings::MAX_CONNECTIONS.read(&get)? {
+        if let Some(n) = settings::MAX_CONNECTIONS.read(get)? {
             cfg.max_connections = n;
             cfg.concurrency = Concurrency::Fixed;
         }
-        if let Some(b) = settings::UPLOAD_CHECKSUMS.read(&get)? {
+        if let Some(b) = settings::UPLOAD_CHECKSUMS.read(get)? {
             cfg.checksums.on_upload = b;
         }
-        if let Some(b) = settings::DOWNLOAD_CHECKSUMS.read(&get)? {
+        if let Some(b) = settings::DOWNLOAD_CHECKSUMS.read(get)? {
             cfg.checksums.on_download = b;
         }
-        Ok(cfg)
+        Ok(())
     }
 
     /// Sets the region from `option` (a CLI flag, a Python argument), checked as

@@ -1,8 +1,11 @@
 //! Which backend serves a store: chosen by cargo features at build time and by name at run
 //! time (an explicit option, else `S3_BACKEND`, else `hyper`). The store [`open`] returns also
-//! serves `file://` and `direct://` URIs, through the file system store.
+//! serves `file://` and `direct://` URIs, through the file system store, and `az://` and
+//! `gs://` through object_store's Azure and GCS stores (with the `objectstore` feature), under
+//! the same policy layer as `s3://`.
 
 use async_trait::async_trait;
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use sluice_backend_fs::FsStore;
 use sluice_core::wire::{Reply, Request};
@@ -10,7 +13,7 @@ use sluice_core::{
     Error, GetInfo, GetOptions, ListEntry, ObjectStore, ObjectUri, ObjectWriter, PutInfo,
     PutPayload, Result, Scheme, Segment, StoreConfig, WriteOptions,
 };
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Every backend sluice knows, compiled in or not.
 pub const KNOWN: &[&str] = &["hyper", "awssdk", "objectstore"];
@@ -43,10 +46,11 @@ pub fn choose(explicit: Option<&str>) -> (String, &'static str) {
 }
 
 /// Builds the named backend (see `choose`) over `cfg`, for `s3://` URIs; `file://` and
-/// `direct://` URIs go to the file system.
+/// `direct://` URIs go to the file system, `az://` and `gs://` to their clouds' stores.
 pub fn open(explicit: Option<&str>, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
     let (name, option) = choose(explicit);
-    Ok(Arc::new(SchemeRouter::new(build(&name, option, cfg)?)))
+    let s3 = build(&name, option, cfg.clone())?;
+    Ok(Arc::new(SchemeRouter::new(s3).with_clouds(cfg)))
 }
 
 /// One store for every scheme: each call goes to the store that serves its URI's scheme.
@@ -55,6 +59,11 @@ pub struct SchemeRouter {
     s3: Arc<dyn ObjectStore>,
     file: FsStore,
     direct: FsStore,
+    /// The policy (timeouts, retries, limits, op-log) of the Azure and GCS stores, which are
+    /// built on first use: only then is their cloud's environment read, and required.
+    clouds: Option<StoreConfig>,
+    az: OnceLock<Arc<dyn ObjectStore>>,
+    gs: OnceLock<Arc<dyn ObjectStore>>,
 }
 
 impl SchemeRouter {
@@ -65,15 +74,78 @@ impl SchemeRouter {
             s3,
             file: FsStore::file(),
             direct: FsStore::direct(),
+            clouds: None,
+            az: OnceLock::new(),
+            gs: OnceLock::new(),
         }
     }
 
-    fn pick(&self, uri: &ObjectUri) -> &dyn ObjectStore {
-        match uri.scheme() {
-            Scheme::S3 => self.s3.as_ref(),
-            Scheme::File => &self.file,
-            Scheme::Direct => &self.direct,
+    /// Also serves `az://` and `gs://`, under the policy of `cfg`.
+    pub fn with_clouds(self, cfg: StoreConfig) -> Self {
+        Self {
+            clouds: Some(cfg),
+            ..self
         }
+    }
+
+    fn pick(&self, uri: &ObjectUri) -> Result<&dyn ObjectStore> {
+        let slot = match uri.scheme() {
+            Scheme::S3 => return Ok(self.s3.as_ref()),
+            Scheme::File => return Ok(&self.file),
+            Scheme::Direct => return Ok(&self.direct),
+            Scheme::Az => &self.az,
+            Scheme::Gs => &self.gs,
+        };
+        if let Some(store) = slot.get() {
+            return Ok(store.as_ref());
+        }
+        let cfg = self.clouds.clone().ok_or_else(|| Error::InvalidUri {
+            uri: uri.to_string(),
+            reason: "this store serves s3://, file:// and direct:// only".into(),
+        })?;
+        // A failure is not kept: the environment may be fixed before the next call.
+        let store = cloud(uri.scheme(), cfg).map_err(|e| about(e, uri))?;
+        Ok(slot.get_or_init(|| store).as_ref())
+    }
+}
+
+/// The store of `az://` or `gs://` URIs: object_store's, under core's policy layer.
+#[cfg(feature = "objectstore")]
+fn cloud(scheme: Scheme, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
+    use sluice_backend_objectstore::{Azure, Gcs, ObjectStoreWire};
+    use sluice_core::S3Store;
+    Ok(match scheme {
+        Scheme::Az => Arc::new(S3Store::<ObjectStoreWire<Azure>>::new(cfg)?),
+        _ => Arc::new(S3Store::<ObjectStoreWire<Gcs>>::new(cfg)?),
+    })
+}
+
+#[cfg(not(feature = "objectstore"))]
+fn cloud(scheme: Scheme, _cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
+    Err(Error::config(
+        "backend",
+        format!(
+            "{} URIs are served by the objectstore backend, which is not compiled into this build (enable the cargo feature \"objectstore\"); this build serves s3://, file:// and direct://",
+            scheme.prefix()
+        ),
+    ))
+}
+
+/// A store's refusal to be built (no credentials), about the URI that needed it.
+fn about(e: Error, uri: &ObjectUri) -> Error {
+    match e {
+        Error::PermissionDenied {
+            status,
+            code,
+            message,
+            ..
+        } => Error::PermissionDenied {
+            uri: uri.to_string(),
+            status,
+            code,
+            message,
+        },
+        e => e,
     }
 }
 
@@ -104,11 +176,14 @@ impl ObjectStore for SchemeRouter {
         opts: &GetOptions,
         dst: &mut Segment,
     ) -> Result<GetInfo> {
-        self.pick(uri).get_into_with(uri, opts, dst).await
+        self.pick(uri)?.get_into_with(uri, opts, dst).await
     }
 
     fn list(&self, prefix: &ObjectUri, recursive: bool) -> BoxStream<'_, Result<ListEntry>> {
-        self.pick(prefix).list(prefix, recursive)
+        match self.pick(prefix) {
+            Ok(store) => store.list(prefix, recursive),
+            Err(e) => futures::stream::once(async { Err(e) }).boxed(),
+        }
     }
 
     async fn put_opts(
@@ -117,15 +192,16 @@ impl ObjectStore for SchemeRouter {
         data: PutPayload,
         opts: &sluice_core::PutOptions,
     ) -> Result<PutInfo> {
-        self.pick(uri).put_opts(uri, data, opts).await
+        self.pick(uri)?.put_opts(uri, data, opts).await
     }
 
     async fn writer(&self, uri: &ObjectUri, opts: WriteOptions) -> Result<Box<dyn ObjectWriter>> {
-        self.pick(uri).writer(uri, opts).await
+        self.pick(uri)?.writer(uri, opts).await
     }
 
+    /// None when the URI's store cannot be built: its next call says why.
     fn multipart(&self, uri: &ObjectUri) -> Option<sluice_core::Multipart> {
-        self.pick(uri).multipart(uri)
+        self.pick(uri).ok()?.multipart(uri)
     }
 
     /// To the store of the object the request names (an empty batch, to the S3 store). A
@@ -136,7 +212,10 @@ impl ObjectStore for SchemeRouter {
         {
             return Ok(Reply::Copied(None));
         }
-        let store = req.uri().map_or(self.s3.as_ref(), |uri| self.pick(uri));
+        let store = match req.uri() {
+            Some(uri) => self.pick(uri)?,
+            None => self.s3.as_ref(),
+        };
         store.send(req).await
     }
 }
