@@ -1691,3 +1691,44 @@ async fn a_writer_killed_mid_upload_leaves_only_an_upload_that_rm_aborts() {
         text(&no)
     );
 }
+
+/// `az://` and `gs://` with none of their clouds' configuration: refused before any request,
+/// naming what to set (no emulator needed; `tests/clouds.rs` runs them against one).
+#[test]
+fn azure_and_gcs_without_configuration_say_what_to_set() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |uri: &str, env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.args(["ls", uri]).env("HOME", home.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("AZURE_") || k.starts_with("GOOGLE_") || k == "STORAGE_EMULATOR_HOST" {
+                c.env_remove(k);
+            }
+        }
+        c.envs(env.iter().copied());
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "{uri}: {}", text(&out));
+        text(&out)
+    };
+    let msg = run("az://train/x/", &[]);
+    assert!(msg.contains("AZURE_STORAGE_ACCOUNT_NAME"), "{msg}");
+    let msg = run("az://train/x/", &[("AZURE_STORAGE_ACCOUNT", "acct")]);
+    assert!(
+        msg.contains("az://train/x/")
+            && msg.contains("AZURE_STORAGE_ACCOUNT_KEY")
+            && msg.contains("AZURE_STORAGE_CONNECTION_STRING"),
+        "{msg}"
+    );
+    let msg = run("gs://bkt/x/", &[]);
+    assert!(
+        msg.contains("gs://bkt/x/")
+            && msg.contains("GOOGLE_APPLICATION_CREDENTIALS")
+            && msg.contains("STORAGE_EMULATOR_HOST"),
+        "{msg}"
+    );
+    let msg = run("ftp://bkt/x", &[]);
+    assert!(
+        msg.contains("az://container/key") && msg.contains("gs://bucket/key"),
+        "{msg}"
+    );
+}
