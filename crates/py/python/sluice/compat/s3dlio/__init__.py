@@ -20,7 +20,10 @@ False on any error; ``stat`` has s3dlio's 16 keys; every error is a ``RuntimeErr
 classes below also keep their Python meaning, so ``except FileNotFoundError`` works too).
 Unlike 0.10, ``MultipartUploadWriter.write`` copies what it is given before it returns, so a
 caller may refill its buffer at once (mlpstorage's checkpoint writers do). Schemes:
-``s3://``, ``file://``, ``direct://``.
+``s3://``, ``az://``, ``gs://`` (or ``gcs://``), ``file://``, ``direct://``. Azure URIs may be
+s3dlio's ``az://ACCOUNT/CONTAINER/KEY`` or ``az://CONTAINER/KEY`` with the account
+configured (see ``_uris``); Azure and GCS read their clouds' own variables
+(docs/configuration.md).
 
 Configuration is read when the first call is made (DLIO sets variables after importing):
 AWS_ENDPOINT_URL (s3dlio's variable; before AWS_ENDPOINT_URL_S3), S3DLIO_MAX_RETRY_ATTEMPTS

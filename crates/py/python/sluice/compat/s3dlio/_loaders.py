@@ -9,6 +9,7 @@ import sluice
 from ._config import _client, _range_options
 from ._errors import _errors
 from ._objects import BytesView, _builtin_list, _view, get
+from ._uris import native, natives
 
 # --- datasets and loaders
 
@@ -20,7 +21,7 @@ class PyDataset:
         self, source: Union[str, sluice.Dataset], opts: Optional[Mapping[str, Any]] = None
     ):
         if isinstance(source, str):
-            source = _errors(sluice.Dataset.from_prefix)(source, client=_client())
+            source = _errors(sluice.Dataset.from_prefix)(native(source), client=_client())
         self._dataset = source
         self._opts = dict(opts or {})
 
@@ -29,12 +30,12 @@ class PyDataset:
     def from_uris(
         cls, uris: Iterable[str], opts: Optional[Mapping[str, Any]] = None
     ) -> "PyDataset":
-        return cls(sluice.Dataset.from_uris(_builtin_list(uris)), opts)
+        return cls(sluice.Dataset.from_uris(natives(_builtin_list(uris))), opts)
 
     @classmethod
     @_errors
     def from_prefix(cls, uri: str, opts: Optional[Mapping[str, Any]] = None) -> "PyDataset":
-        return cls(sluice.Dataset.from_prefix(uri, client=_client()), opts)
+        return cls(sluice.Dataset.from_prefix(native(uri), client=_client()), opts)
 
     def keys(self) -> List[str]:
         return self._dataset.uris

@@ -11,6 +11,7 @@ from sluice import _native
 
 from ._config import _ON, _client, _env
 from ._errors import InvalidArgumentError, StorageError, _errors
+from ._uris import native, natives, shown
 
 _builtin_list = list
 
@@ -26,7 +27,7 @@ _view = _native.bytes_view
 @_errors
 def get(uri: str) -> BytesView:
     """The whole object, as a read-only buffer (``len``, ``bytes()``, ``memoryview()``)."""
-    return _view(_client().get(uri))
+    return _view(_client().get(native(uri)))
 
 
 @_errors
@@ -37,14 +38,15 @@ def get_range(uri: str, offset: int, length: Optional[int] = None) -> BytesView:
     if length == 0:
         _client()  # a bad configuration still fails here
         return _native.empty_view(uri)
-    return _view(_client().get_range(uri, offset, length))
+    return _view(_client().get_range(native(uri), offset, length))
 
 
 @_errors
 def get_many(uris: Sequence[str], max_in_flight: int = 64) -> List[Tuple[str, BytesView]]:
     """``(uri, data)`` for every URI, in input order, ``max_in_flight`` at a time."""
     uris = _builtin_list(uris)
-    return [(u, _view(o)) for u, o in zip(uris, _client().get_many(uris, max_in_flight))]
+    got = _client().get_many(natives(uris), max_in_flight)
+    return [(u, _view(o)) for u, o in zip(uris, got)]
 
 
 def _truthy(name: str) -> bool:
@@ -78,6 +80,7 @@ def put_bytes(uri: str, data: Any) -> None:
     S3DLIO_PUT_VERIFY on, the stored size is checked afterwards."""
     data = _bytes_like(data)
     client = _client()
+    uri = native(uri)
     client.put(uri, data)
     if _truthy("S3DLIO_PUT_VERIFY"):
         want = memoryview(data).nbytes
@@ -105,7 +108,7 @@ def put_many(items: Iterable[Tuple[str, Any]], max_in_flight: int = 64) -> None:
     once the others have finished."""
     from concurrent.futures import ThreadPoolExecutor
 
-    pairs = [(uri, _bytes_like(data)) for uri, data in items]
+    pairs = [(native(uri), _bytes_like(data)) for uri, data in items]
     if max_in_flight < 1:
         raise InvalidArgumentError(f"max_in_flight must be at least 1, got {max_in_flight}")
     client = _client()
@@ -127,7 +130,9 @@ def put_many_async(
     return asyncio.get_running_loop().run_in_executor(None, put_many, items, max_in_flight)
 
 
-_SCHEMES = "expected s3://bucket/key, file:///path or direct:///path"
+_SCHEMES = (
+    "expected s3://bucket/key, az://container/key, gs://bucket/key, file:///path or direct:///path"
+)
 
 
 def _scheme(uri: str) -> Tuple[str, str]:
@@ -168,7 +173,8 @@ def _select(uri: str, recursive: bool) -> List[str]:
     scheme, rest = _scheme(uri)
     client = _client()
     local = scheme in ("file", "direct")
-    if uri.endswith("/") or (scheme == "s3" and "/" not in rest) or (local and os.path.isdir(rest)):
+    bucket_only = scheme in ("s3", "az", "gs") and "/" not in rest
+    if uri.endswith("/") or bucket_only or (local and os.path.isdir(rest)):
         return client.list(uri if uri.endswith("/") else uri + "/", recursive)
     cut = uri.rfind("/") + 1
     parent, last = uri[:cut], uri[cut:]
@@ -190,7 +196,7 @@ def list(uri: str, recursive: bool = False, pattern: Optional[str] = None) -> Li
     """Full URIs selected by ``uri`` (s3dlio 0.10's rule: ``_select``), sorted. Without
     ``recursive``, sub-prefixes come as URIs ending in ``/``. ``pattern`` is a regular
     expression searched in each URI relative to ``uri``."""
-    entries = _select(uri, recursive)
+    entries = shown(_select(native(uri), recursive), uri)
     if pattern is not None:
         prx = _regex(pattern, "pattern")
         root = uri if uri.endswith("/") else uri + "/"
@@ -206,6 +212,7 @@ def delete(uri: str, recursive: bool = False) -> None:
     siblings ``name2``), a directory's contents, or a glob's matches. Missing objects are
     not an error."""
     client = _client()
+    uri = native(uri)
     if not recursive:
         client.delete(uri)
         return
@@ -245,7 +252,7 @@ _STAT_KEYS = (
 def stat(uri: str) -> dict:
     """s3dlio's 16 keys: size, last_modified (RFC 3339, UTC), etag, the header fields sluice
     does not track (None) and metadata ({})."""
-    d = _client().stat(uri)
+    d = _client().stat(native(uri))
     lm = d.get("last_modified")
     out: Dict[str, Any] = {
         "size": d["size"],
@@ -264,7 +271,7 @@ def stat(uri: str) -> dict:
 def exists(uri: str) -> bool:
     """Whether the object can be stat'ed: False on any error, as in s3dlio."""
     try:
-        _client().stat(uri)
+        _client().stat(native(uri))
         return True
     except Exception:
         return False

@@ -12,6 +12,7 @@ from sluice import _native
 from ._config import _client
 from ._errors import InvalidArgumentError, _errors
 from ._objects import _bytes_like
+from ._uris import native
 
 # --- writers
 
@@ -51,7 +52,7 @@ class MultipartUploadWriter:
             max_in_flight = max(32, math.ceil(512 * _MIB / max(part_size, 1)))
         self._uri = uri
         self._writer = _client().writer(
-            uri,
+            native(uri),
             part_size=part_size,
             max_in_flight=max_in_flight,
             abort_on_drop=True if abort_on_drop is None else bool(abort_on_drop),
@@ -183,7 +184,7 @@ class PyObjectWriter:
             uri += ".zst"
         self._uri = uri
         self._zstd = None if compression is None else _native.ZstdEncoder(compression)
-        self._writer = _client().writer(uri)
+        self._writer = _client().writer(native(uri))
         self._raw = 0
         self._final: Optional[Tuple[int, int]] = None
         self._lock = threading.Lock()
@@ -252,6 +253,4 @@ def create_direct_filesystem_writer(
 
 
 def create_azure_writer(uri: str, options: Optional[PyWriterOptions] = None) -> PyObjectWriter:
-    raise InvalidArgumentError(
-        f"{uri!r}: Azure is not supported by sluice (s3://, file://, direct:// are)"
-    )
+    return _writer_for(native(uri), options, ("az://",), "create_azure_writer")
