@@ -43,6 +43,7 @@ impl CredentialProvider for Credentials {
 impl Provider for Aws {
     type Store = AmazonS3;
     const ONE_REQUEST_PER_KEY: bool = false;
+    const WHOLE_AS_RANGE: bool = true;
 
     fn from_config(_cfg: &StoreConfig) -> Result<Self> {
         Ok(Aws)

@@ -69,6 +69,12 @@ pub trait Provider: Sized + Send + Sync + std::fmt::Debug + 'static {
     /// Whether object_store deletes a batch as one request per key (each key's error its
     /// own) rather than as S3's one DeleteObjects (whose error is the whole request's).
     const ONE_REQUEST_PER_KEY: bool = true;
+
+    /// Whether a whole object is asked for as `bytes=0-`, so that a part of it answered as
+    /// the whole is caught by its Content-Range (S3 gateways; see `get_object`). Azure and
+    /// GCS answer an unranged GET with the object: asked plainly, an empty one costs no 416
+    /// and no second request.
+    const WHOLE_AS_RANGE: bool = false;
 }
 
 /// How every store's HTTP client is built: ours (`http::Connector`), with object_store's own
@@ -189,12 +195,14 @@ fn meta(bucket_uri: &ObjectUri, m: object_store::ObjectMeta) -> ObjectMeta {
 impl<P: Provider> GetWire for ObjectStoreWire<P> {
     async fn get_object(&self, req: &GetRequest<'_>, sink: &mut BodySink<'_>) -> Result<()> {
         let store = self.store(req.uri.bucket())?;
-        // A whole object is asked for as `bytes=0-`: object_store then checks the reply's
-        // Content-Range and reports it, where an unranged GET answered with a part of the
-        // object (206 bytes 0-49/100) would pass as the whole of a 50-byte object.
+        // From S3 (`WHOLE_AS_RANGE`) a whole object is asked for as `bytes=0-`: object_store
+        // then checks the reply's Content-Range and reports it, where an unranged GET answered
+        // with a part of the object (206 bytes 0-49/100) would pass as the whole of a 50-byte
+        // object.
         let asked = req.range.unwrap_or(ByteRange::from_offset(0));
+        let ranged = req.range.is_some() || P::WHOLE_AS_RANGE;
         let opts = object_store::GetOptions {
-            range: Some(match asked.end() {
+            range: ranged.then(|| match asked.end() {
                 Some(end) => GetRange::Bounded(asked.start()..end),
                 None => GetRange::Offset(asked.start()),
             }),
