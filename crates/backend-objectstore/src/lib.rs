@@ -29,10 +29,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use errors::{Refused, map_error, range_not_satisfiable, whole_object};
 use futures::{FutureExt as _, StreamExt as _};
-use object_store::list::PaginatedListOptions;
-use object_store::list::PaginatedListStore;
-use object_store::multipart::MultipartStore;
-use object_store::multipart::PartId;
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path;
 use object_store::{
     ClientOptions, GetRange, ObjectStore as _, ObjectStoreExt as _, PutMultipartOptions,
