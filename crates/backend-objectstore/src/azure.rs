@@ -188,20 +188,13 @@ impl Provider for Azure {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> Env {
-        Env(vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect())
-    }
-
     fn get(a: &Azure, k: AzureConfigKey) -> Option<&str> {
         a.settings.get(k)
     }
 
     #[test]
     fn the_cli_names_and_object_stores_names_both_count_object_stores_winning() {
-        let a = Azure::from_env(&env(&[
+        let a = Azure::from_env(&Env::of(&[
             ("AZURE_STORAGE_ACCOUNT", "cli"),
             ("AZURE_STORAGE_KEY", "a2V5"),
             ("AZURE_STORAGE_ACCOUNT_NAME", "native"),
@@ -214,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_connection_string_gives_account_key_and_endpoint() {
-        let a = Azure::from_env(&env(&[(
+        let a = Azure::from_env(&Env::of(&[(
             "AZURE_STORAGE_CONNECTION_STRING",
             "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=c2VjcmV0;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;",
         )]))
@@ -228,7 +221,7 @@ mod tests {
             Some("http://127.0.0.1:10000/devstoreaccount1")
         );
         assert!(a.allow_http);
-        let cloud = Azure::from_env(&env(&[(
+        let cloud = Azure::from_env(&Env::of(&[(
             "AZURE_STORAGE_CONNECTION_STRING",
             "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net",
         )]))
@@ -237,7 +230,7 @@ mod tests {
             get(&cloud, AzureConfigKey::Endpoint),
             Some("https://acct.blob.core.windows.net")
         );
-        let bad = Azure::from_env(&env(&[("AZURE_STORAGE_CONNECTION_STRING", "c2VjcmV0")]))
+        let bad = Azure::from_env(&Env::of(&[("AZURE_STORAGE_CONNECTION_STRING", "c2VjcmV0")]))
             .unwrap_err()
             .to_string();
         assert!(
@@ -264,9 +257,9 @@ mod tests {
 
     #[test]
     fn missing_account_or_credentials_name_what_was_looked_at() {
-        let e = Azure::from_env(&env(&[("AZURE_STORAGE_KEY", "a2V5")])).unwrap_err();
+        let e = Azure::from_env(&Env::of(&[("AZURE_STORAGE_KEY", "a2V5")])).unwrap_err();
         assert!(e.to_string().contains("AZURE_STORAGE_ACCOUNT_NAME"), "{e}");
-        let e = Azure::from_env(&env(&[("AZURE_STORAGE_ACCOUNT", "acct")])).unwrap_err();
+        let e = Azure::from_env(&Env::of(&[("AZURE_STORAGE_ACCOUNT", "acct")])).unwrap_err();
         let msg = e.to_string();
         assert!(
             matches!(&e, Error::PermissionDenied { code, .. } if code == "NoCredentials")
@@ -276,12 +269,12 @@ mod tests {
             "{msg}"
         );
         // The emulator needs neither (object_store knows Azurite's well-known account and key).
-        assert!(Azure::from_env(&env(&[("AZURE_STORAGE_USE_EMULATOR", "true")])).is_ok());
+        assert!(Azure::from_env(&Env::of(&[("AZURE_STORAGE_USE_EMULATOR", "true")])).is_ok());
     }
 
     #[test]
     fn debug_shows_no_secret() {
-        let a = Azure::from_env(&env(&[
+        let a = Azure::from_env(&Env::of(&[
             ("AZURE_STORAGE_ACCOUNT", "acct"),
             ("AZURE_STORAGE_KEY", "c2VjcmV0"),
         ]))

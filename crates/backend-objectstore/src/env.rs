@@ -56,6 +56,16 @@ impl<K: AsRef<str>> std::fmt::Debug for Settings<K> {
 pub(crate) struct Env(pub(crate) Vec<(String, String)>);
 
 impl Env {
+    /// An environment of exactly `vars`, for tests.
+    #[cfg(test)]
+    pub(crate) fn of(vars: &[(&str, &str)]) -> Self {
+        Self(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
     /// The process's variables whose names begin with one of `prefixes`.
     pub(crate) fn process(prefixes: &[&str]) -> Self {
         Self(

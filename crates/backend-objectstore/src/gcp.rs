@@ -144,17 +144,10 @@ impl Provider for Gcs {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> Env {
-        Env(vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect())
-    }
-
     #[test]
     fn the_emulator_host_gives_base_url_and_no_signing() {
         let g = Gcs::from_env(
-            &env(&[("STORAGE_EMULATOR_HOST", "127.0.0.1:4443")]),
+            &Env::of(&[("STORAGE_EMULATOR_HOST", "127.0.0.1:4443")]),
             Machine::default(),
         )
         .unwrap();
@@ -165,7 +158,7 @@ mod tests {
         assert!(g.settings.contains(GoogleConfigKey::BearerToken) && g.allow_http);
         // object_store's own name wins.
         let g = Gcs::from_env(
-            &env(&[
+            &Env::of(&[
                 ("STORAGE_EMULATOR_HOST", "http://127.0.0.1:4443/"),
                 ("GOOGLE_BASE_URL", "https://gcs.example"),
             ]),
@@ -181,7 +174,7 @@ mod tests {
 
     #[test]
     fn no_credentials_names_what_was_looked_at_unless_the_machine_has_them() {
-        let e = Gcs::from_env(&env(&[]), Machine::default()).unwrap_err();
+        let e = Gcs::from_env(&Env::of(&[]), Machine::default()).unwrap_err();
         let msg = e.to_string();
         assert!(
             matches!(&e, Error::PermissionDenied { code, .. } if code == "NoCredentials")
@@ -199,10 +192,10 @@ mod tests {
                 gce: true,
             },
         ] {
-            assert!(Gcs::from_env(&env(&[]), machine).is_ok());
+            assert!(Gcs::from_env(&Env::of(&[]), machine).is_ok());
         }
         let key = Gcs::from_env(
-            &env(&[("GOOGLE_SERVICE_ACCOUNT_KEY", "{\"secret\":1}")]),
+            &Env::of(&[("GOOGLE_SERVICE_ACCOUNT_KEY", "{\"secret\":1}")]),
             Machine::default(),
         )
         .unwrap();

@@ -6,17 +6,12 @@ use serde_json::Value;
 use sluice_testserver::synthetic::Spec;
 use sluice_testserver::{ServerOptions, ServiceProfile, TestServer};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+use common::text;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// `sluice` with no AWS configuration from the machine.
 fn bare() -> Command {

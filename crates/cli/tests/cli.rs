@@ -5,6 +5,9 @@ use sluice_testserver::{DEFAULT_BUCKET, ServerOptions, TestServer};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::text;
+
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
 /// Runs `sluice ARGS` to its end, or kills it after a minute and fails: a command that
@@ -59,14 +62,6 @@ fn command(server: &TestServer) -> Command {
         .env_remove("AWS_PROFILE")
         .env_remove("S3_BACKEND");
     c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 async fn server() -> TestServer {

@@ -8,15 +8,10 @@ use sluice_testserver::{DEFAULT_BUCKET, ServerOptions, TestServer};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+mod common;
+use common::text;
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
 /// `sluice` set up to reach `server`, and nothing of the machine's AWS configuration.
 fn on(server: &TestServer) -> Command {

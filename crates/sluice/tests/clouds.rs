@@ -94,27 +94,9 @@ cases!(azurite, azure;
 /// before a part is sent, where the case expects the attributes kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azure_attributes_single_put_kept_multipart_refused() {
-    use sluice_core::{Attributes, PutOptions, WriteOptions};
+    use sluice_core::WriteOptions;
     let ctx = azure("attributes");
-    let attributes = Attributes {
-        content_type: Some("application/x-npz".into()),
-        metadata: [("epoch".to_owned(), "3".to_owned())].into(),
-        ..Attributes::default()
-    };
-    let opts = PutOptions {
-        attributes: attributes.clone(),
-        ..PutOptions::default()
-    };
-    let single = ctx.uri("attrs/single");
-    within(
-        "put",
-        ctx.store
-            .put_opts(&single, Bytes::from_static(b"x").into(), &opts),
-    )
-    .await
-    .unwrap();
-    let head = within("head", ctx.store.head(&single)).await.unwrap();
-    assert_eq!(head.attributes, attributes);
+    let opts = c::attributes_kept_by_put(&ctx).await;
 
     let mut w_opts = WriteOptions::from_config(&ctx.config());
     w_opts.set_part_size(5 << 20);

@@ -934,10 +934,11 @@ pub async fn conditional_writes(ctx: Ctx) {
     );
 }
 
-/// Content headers and user metadata sent with a PUT or a multipart upload come back on
-/// HEAD as they were sent.
-pub async fn attributes_round_trip(ctx: Ctx) {
-    use sluice_core::{Attributes, PutOptions, WriteOptions};
+/// The first half of `attributes_round_trip`, for a store whose multipart uploads take no
+/// attributes: a PUT with content headers and user metadata, which HEAD gives back as they
+/// were sent. Returns the options it put with.
+pub async fn attributes_kept_by_put(ctx: &Ctx) -> sluice_core::PutOptions {
+    use sluice_core::{Attributes, PutOptions};
     let mut attributes = Attributes {
         content_type: Some("text/html; charset=utf-8".into()),
         cache_control: Some("max-age=604800".into()),
@@ -964,7 +965,15 @@ pub async fn attributes_round_trip(ctx: Ctx) {
     .unwrap();
     let head = within("head", ctx.store.head(&single)).await.unwrap();
     assert_eq!(head.attributes, attributes);
+    opts
+}
 
+/// Content headers and user metadata sent with a PUT or a multipart upload come back on
+/// HEAD as they were sent.
+pub async fn attributes_round_trip(ctx: Ctx) {
+    use sluice_core::WriteOptions;
+    let opts = attributes_kept_by_put(&ctx).await;
+    let attributes = opts.attributes.clone();
     let multi = ctx.uri("attrs/multi");
     let mut w_opts = WriteOptions::from_config(&ctx.config());
     w_opts.set_part_size(5 << 20);
