@@ -50,7 +50,7 @@ pub fn choose(explicit: Option<&str>) -> (String, &'static str) {
 pub fn open(explicit: Option<&str>, cfg: StoreConfig) -> Result<Arc<dyn ObjectStore>> {
     let (name, option) = choose(explicit);
     let s3 = build(&name, option, cfg.clone())?;
-    Ok(Arc::new(SchemeRouter::new(s3).with_clouds(cfg)))
+    Ok(Arc::new(SchemeRouter::new(s3, cfg)))
 }
 
 /// One store for every scheme: each call goes to the store that serves its URI's scheme.
@@ -61,30 +61,23 @@ pub struct SchemeRouter {
     direct: FsStore,
     /// The policy (timeouts, retries, limits, op-log) of the Azure and GCS stores, which are
     /// built on first use: only then is their cloud's environment read, and required.
-    clouds: Option<StoreConfig>,
+    clouds: StoreConfig,
     az: OnceLock<Arc<dyn ObjectStore>>,
     gs: OnceLock<Arc<dyn ObjectStore>>,
 }
 
 impl SchemeRouter {
     /// Sends `s3://` URIs to `s3`, `file://` URIs to the file system through the page
-    /// cache, and `direct://` URIs to it with O_DIRECT.
-    pub fn new(s3: Arc<dyn ObjectStore>) -> Self {
+    /// cache, `direct://` URIs to it with O_DIRECT, and `az://` and `gs://` to their clouds'
+    /// stores under the policy of `clouds`.
+    pub fn new(s3: Arc<dyn ObjectStore>, clouds: StoreConfig) -> Self {
         Self {
             s3,
             file: FsStore::file(),
             direct: FsStore::direct(),
-            clouds: None,
+            clouds,
             az: OnceLock::new(),
             gs: OnceLock::new(),
-        }
-    }
-
-    /// Also serves `az://` and `gs://`, under the policy of `cfg`.
-    pub fn with_clouds(self, cfg: StoreConfig) -> Self {
-        Self {
-            clouds: Some(cfg),
-            ..self
         }
     }
 
@@ -99,12 +92,8 @@ impl SchemeRouter {
         if let Some(store) = slot.get() {
             return Ok(store.as_ref());
         }
-        let cfg = self.clouds.clone().ok_or_else(|| Error::InvalidUri {
-            uri: uri.to_string(),
-            reason: "this store serves s3://, file:// and direct:// only".into(),
-        })?;
         // A failure is not kept: the environment may be fixed before the next call.
-        let store = cloud(uri.scheme(), cfg).map_err(|e| about(e, uri))?;
+        let store = cloud(uri.scheme(), self.clouds.clone()).map_err(|e| about(e, uri))?;
         Ok(slot.get_or_init(|| store).as_ref())
     }
 }
